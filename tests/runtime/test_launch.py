@@ -1,0 +1,120 @@
+import numpy as np
+import pytest
+
+from xejit.codegen.errors import ArgumentError, LaunchError, XejitError
+from xejit.runtime import build_program, usm
+
+from . import kernels
+
+RTOL_F32 = 1e-5
+
+
+@pytest.fixture(scope="module")
+def vadd():
+    return build_program(kernels.vadd_f32()).kernel("vadd", ["ptr_in", "ptr_in", "ptr", "i32", "f32"])
+
+
+@pytest.fixture(scope="module")
+def rotate():
+    return build_program(kernels.block_read_rotate()).kernel("rotate", ["ptr_in", "ptr"])
+
+
+def _ref_vadd(a, b, alpha):
+    return a.astype(np.float64) + alpha * b.astype(np.float64)
+
+
+@pytest.mark.parametrize("n,block", [(1000, 64), (4096, 256), (1, 1), (77, 16)])
+def test_vadd_numpy_arrays_copy_in_and_out(vadd, n, block):
+    rng = np.random.default_rng(n)
+    a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    c = np.full(n + 8, np.nan, np.float32)  # poisoned, with a tail the kernel must not touch
+    vadd.launch((-(-n // block),), (block,), a, b, c, n, 0.5)
+    np.testing.assert_allclose(c[:n], _ref_vadd(a, b, 0.5), rtol=RTOL_F32, atol=1e-6)
+    assert np.isnan(c[n:]).all()
+
+
+def test_vadd_usm_arrays_are_zero_copy(vadd):
+    rng = np.random.default_rng(1)
+    n = 513
+    a = usm.asarray(rng.standard_normal(n).astype(np.float32))
+    b = usm.asarray(rng.standard_normal(n).astype(np.float32))
+    c = usm.empty(n, np.float32)
+    c[:] = np.nan
+    view = c[:]  # a view of USM memory is also passed without a copy
+    vadd.launch((3,), (256,), a, b, view, n, -2.0)
+    np.testing.assert_allclose(c, _ref_vadd(a, b, -2.0), rtol=RTOL_F32, atol=1e-6)
+
+
+def test_vadd_interior_usm_view(vadd):
+    rng = np.random.default_rng(2)
+    base = usm.asarray(rng.standard_normal(64).astype(np.float32))
+    out = np.full(32, np.nan, np.float32)
+    vadd.launch((1,), (32,), base[16:48], base[32:64], out, 32, 1.0)
+    np.testing.assert_allclose(out, _ref_vadd(base[16:48], base[32:64], 1.0), rtol=RTOL_F32)
+
+
+def test_vadd_torch_cpu_tensors(vadd):
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(300, generator=g), torch.randn(300, generator=g)
+    c = torch.full((300,), float("nan"))
+    vadd.launch((5,), (64,), a, b, c, 300, 3.0)
+    np.testing.assert_allclose(c.numpy(), _ref_vadd(a.numpy(), b.numpy(), 3.0), rtol=RTOL_F32, atol=1e-6)
+
+
+def test_block_read_and_shuffle(rotate):
+    n = 16 * 64
+    x = np.random.default_rng(4).standard_normal(n).astype(np.float32)
+    y = np.full(n, np.nan, np.float32)
+    rotate.launch((4,), (256,), x, y)
+    ref = x.reshape(-1, 16)[:, (np.arange(16) + 1) % 16].reshape(-1)
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_column_major_array_keeps_its_memory_order(rotate):
+    x = np.asfortranarray(np.random.default_rng(5).standard_normal((16, 4)).astype(np.float32))
+    y = np.full(64, np.nan, np.float32)
+    rotate.launch((1,), (64,), x, y)  # the kernel reads raw memory: column-major order
+    flat = x.reshape(-1, order="F")
+    np.testing.assert_array_equal(y, flat.reshape(-1, 16)[:, (np.arange(16) + 1) % 16].reshape(-1))
+
+
+def _args(n=16):
+    return [np.ones(n, np.float32), np.ones(n, np.float32), np.zeros(n, np.float32), n, 1.0]
+
+
+@pytest.mark.parametrize("mutate,error,match", [
+    (lambda a: a[:-1], ArgumentError, "takes 5 arguments"),
+    (lambda a: a + [1], ArgumentError, "takes 5 arguments"),
+    (lambda a: [a[0], "x", *a[2:]], ArgumentError, "must be an array"),
+    (lambda a: [*a[:3], 1.5, a[4]], ArgumentError, "must be an integer"),
+    (lambda a: [*a[:3], 2**40, a[4]], ArgumentError, "does not fit in i32"),
+    (lambda a: [*a[:3], "16", a[4]], ArgumentError, "must be a number"),
+    (lambda a: [np.ones((16, 4), np.float32)[:, 1], *a[1:]], ArgumentError, "unsupported array layout"),
+])
+def test_bad_arguments_are_clear_errors(vadd, mutate, error, match):
+    with pytest.raises(error, match=match):
+        vadd.launch((1,), (16,), *mutate(_args()))
+
+
+def test_read_only_output_is_rejected(vadd):
+    args = _args()
+    args[2].flags.writeable = False
+    with pytest.raises(ArgumentError, match="read-only"):
+        vadd.launch((1,), (16,), *args)
+
+
+@pytest.mark.parametrize("grid,block", [((0,), (16,)), ((1, 1), (16,)), ((1,), (2**20,)), ((1.5,), (16,))])
+def test_bad_ranges_are_launch_errors(vadd, grid, block):
+    with pytest.raises(LaunchError):
+        vadd.launch(grid, block, *_args())
+
+
+def test_signature_must_match_the_kernel():
+    prog = build_program(kernels.vadd_f32())
+    with pytest.raises(LaunchError, match="takes 5"):
+        prog.kernel("vadd", ["ptr"])
+    with pytest.raises(LaunchError, match="no kernel named"):
+        prog.kernel("nope", [])
+    with pytest.raises(XejitError):
+        prog.kernel("vadd", ["ptr", "ptr", "ptr", "int", "f32"])

@@ -1,0 +1,51 @@
+import pytest
+
+from xejit.codegen import builtins as bi
+from xejit.codegen.errors import SpirvValidationError, ToolError, XejitError
+from xejit.codegen.spirv import disassemble, required_extensions, to_spirv, validate
+from xejit.runtime import build_program
+
+from . import kernels
+
+
+@pytest.mark.parametrize("make", [kernels.vadd_f32, kernels.block_read_rotate])
+def test_emitted_modules_validate(make):
+    spv = make()
+    validate(spv)
+    text = disassemble(spv)
+    assert "OpEntryPoint Kernel" in text
+
+
+def test_subgroup_size_becomes_execution_mode():
+    text = disassemble(kernels.block_read_rotate())
+    assert "SubgroupSize 16" in text
+    assert "OpSubgroupBlockReadINTEL" in text and "OpSubgroupShuffleINTEL" in text
+
+
+def test_invalid_module_names_the_problem_and_the_rerun_command():
+    spv = kernels.vadd_f32()
+    broken = spv[:-8]  # cut the last instruction in half
+    with pytest.raises(SpirvValidationError) as e:
+        validate(broken)
+    assert "spirv-val" in str(e.value) and "rerun:" in str(e.value)
+    with pytest.raises(SpirvValidationError):
+        build_program(broken)
+
+
+def test_not_spirv_at_all():
+    with pytest.raises(SpirvValidationError, match="not a SPIR-V module"):
+        validate(b"\x00" * 64)
+
+
+def test_missing_extension_is_an_error_not_an_abort():
+    # LLVM would abort the process; xejit checks the module's builtins first.
+    m = bi.new_module("needs_ext")
+    fn = bi.kernel(m, "k", [bi.GLOBAL], subgroup_size=16)
+    from llvmlite import ir
+    b = ir.IRBuilder(fn.append_basic_block())
+    b.store(bi.block_read_u32(b, fn.args[0]), fn.args[0])
+    b.ret_void()
+    assert required_extensions(str(m)) == {bi.BLOCK_READ_U32: "SPV_INTEL_subgroups"}
+    with pytest.raises(ToolError, match="SPV_INTEL_subgroups"):
+        to_spirv(m, extensions=[])
+    assert issubclass(ToolError, XejitError)

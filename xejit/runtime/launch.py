@@ -1,0 +1,186 @@
+"""Kernel launch: argument marshalling and submission to a dpctl queue.
+
+A kernel's signature lists one kind per argument:
+
+- ``"ptr"``: an array the kernel may write; ``"ptr_in"``: an array it only reads.
+  Accepted: numpy arrays (copied into USM shared memory and, for ``"ptr"``, back out),
+  numpy arrays that already live in USM memory (see :func:`xejit.runtime.usm.empty`; zero-copy),
+  any object with ``__sycl_usm_array_interface__`` (dpnp / dpctl arrays; zero-copy), and torch
+  CPU tensors (through USM shared memory, like numpy arrays).
+- a scalar kind (``"i32"``, ``"i64"``, ``"u32"``, ``"u64"``, ``"f32"``, ``"f64"``, ``"f16"``):
+  a Python or numpy number, converted to exactly that type; an out-of-range value is an error.
+
+Example:
+    >>> import numpy as np
+    >>> from xejit.runtime import usm
+    >>> x = usm.empty(4, np.float32)      # zero-copy for a kernel, a numpy array for you
+    >>> x.shape
+    (4,)
+"""
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..codegen.errors import ArgumentError, LaunchError
+from .device import Device
+
+_SCALARS = {
+    "i8": (ctypes.c_int8, np.int8), "i16": (ctypes.c_int16, np.int16),
+    "i32": (ctypes.c_int32, np.int32), "i64": (ctypes.c_int64, np.int64),
+    "u32": (ctypes.c_uint32, np.uint32), "u64": (ctypes.c_uint64, np.uint64),
+    "f32": (ctypes.c_float, np.float32), "f64": (ctypes.c_double, np.float64),
+    "f16": (ctypes.c_uint16, np.float16),  # passed as its bits: ctypes has no half type
+}
+ARG_KINDS = ("ptr", "ptr_in", *_SCALARS)
+
+
+def _usm_owner(arr: np.ndarray):
+    """The dpctl USM memory object a numpy array is a view of, or None."""
+    import dpctl.memory as dm
+
+    base = arr
+    while base is not None:
+        if isinstance(base, (dm.MemoryUSMShared, dm.MemoryUSMHost, dm.MemoryUSMDevice)):
+            return base
+        base = getattr(base, "base", None)
+    return None
+
+
+class _Interior:
+    """A SUAI view of ``nbytes`` at ``ptr`` inside USM memory, so dpctl can pass interior pointers."""
+
+    def __init__(self, ptr: int, nbytes: int, queue):
+        self.__sycl_usm_array_interface__ = {
+            "data": (ptr, False), "shape": (max(nbytes, 1),), "strides": None,
+            "typestr": "|u1", "version": 1, "syclobj": queue}
+
+
+def _as_numpy(value, name: str):
+    """A numpy view of an array argument (sharing memory), or None for non-arrays."""
+    if isinstance(value, np.ndarray):
+        return value
+    mod = type(value).__module__
+    if mod.startswith("torch"):
+        if value.device.type != "cpu":
+            raise ArgumentError(
+                f"{name}: torch tensors on {value.device} are not supported yet; "
+                "pass a CPU tensor (it goes through USM shared memory) or a dpctl/dpnp array")
+        import torch
+
+        t = value.detach()
+        if t.dtype == torch.bfloat16:  # numpy has no bfloat16: move its bits as int16
+            t = t.view(torch.int16)
+        return t.numpy()
+    return None
+
+
+def _check_layout(arr: np.ndarray, name: str) -> None:
+    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+        raise ArgumentError(
+            f"{name}: unsupported array layout (strides {arr.strides} for shape {arr.shape}); "
+            "kernels take row-major or column-major contiguous arrays: pass np.ascontiguousarray(x)")
+
+
+@dataclass
+class _Marshalled:
+    args: list
+    copy_back: list = field(default_factory=list)  # (usm numpy view, user array)
+
+
+def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
+    import dpctl.memory as dm
+
+    queue = kernel.device.queue
+    out = _Marshalled([])
+    for i, (kind, value) in enumerate(zip(kernel.signature, values)):
+        name = f"{kernel.name}: argument {i}"
+        if kind in ("ptr", "ptr_in"):
+            if hasattr(value, "__sycl_usm_array_interface__") and not isinstance(value, np.ndarray):
+                try:
+                    out.args.append(dm.as_usm_memory(value))
+                except Exception as e:
+                    raise ArgumentError(f"{name}: cannot use this USM array: {e}") from None
+                continue
+            arr = _as_numpy(value, name)
+            if arr is None:
+                raise ArgumentError(f"{name} must be an array (numpy, torch, dpctl/dpnp), got {type(value).__name__}")
+            _check_layout(arr, name)
+            owner = _usm_owner(arr)
+            if owner is not None and owner.sycl_context == queue.sycl_context:
+                out.args.append(dm.as_usm_memory(_Interior(arr.ctypes.data, arr.nbytes, queue)))
+                continue
+            mem = dm.MemoryUSMShared(max(arr.nbytes, 1), queue=queue)
+            staged = np.frombuffer(mem, dtype=np.uint8, count=arr.nbytes)
+            # A column-major array keeps its memory order: the kernel reads it through its strides.
+            staged[:] = arr.reshape(-1, order="A").view(np.uint8) if arr.size else staged[:0]
+            out.args.append(mem)
+            if kind == "ptr":
+                if not arr.flags.writeable:
+                    raise ArgumentError(f"{name}: the kernel writes this array but it is read-only")
+                out.copy_back.append((staged, arr))
+        elif kind in _SCALARS:
+            ctype, npt = _SCALARS[kind]
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+                raise ArgumentError(f"{name} must be a number of type {kind}, got {type(value).__name__}")
+            if kind[0] in "iu":
+                if not float(value).is_integer():
+                    raise ArgumentError(f"{name} must be an integer ({kind}), got {value!r}")
+                info = np.iinfo(npt)
+                if not info.min <= int(value) <= info.max:
+                    raise ArgumentError(f"{name}: {value} does not fit in {kind}")
+                out.args.append(ctype(int(value)))
+            elif kind == "f16":
+                out.args.append(ctype(int(np.float16(value).view(np.uint16))))
+            else:
+                out.args.append(ctype(float(value)))
+        else:
+            raise LaunchError(f"{kernel.name}: unknown argument kind {kind!r} in the signature")
+    return out
+
+
+def _check_range(grid: Sequence[int], block: Sequence[int], kernel_name: str) -> tuple[list, list]:
+    grid, block = tuple(grid), tuple(block)
+    if not 1 <= len(grid) <= 3 or len(grid) != len(block):
+        raise LaunchError(f"{kernel_name}: the grid {grid} and workgroup size {block} need the same rank, 1 to 3")
+    for g, b in zip(grid, block):
+        if not (isinstance(g, (int, np.integer)) and isinstance(b, (int, np.integer)) and g >= 1 and b >= 1):
+            raise LaunchError(f"{kernel_name}: grid {grid} and workgroup size {block} must be positive integers")
+    return [int(g) * int(b) for g, b in zip(grid, block)], [int(b) for b in block]
+
+
+@dataclass(eq=False)
+class Kernel:
+    """A kernel of a built program, with the argument kinds it takes."""
+
+    name: str
+    sycl_kernel: object = field(repr=False)
+    signature: tuple[str, ...]
+    device: Device
+
+    def __post_init__(self):
+        bad = [k for k in self.signature if k not in ARG_KINDS]
+        if bad:
+            raise LaunchError(f"{self.name}: unknown argument kinds {bad}; known: {ARG_KINDS}")
+        if self.sycl_kernel.num_args != len(self.signature):
+            raise LaunchError(
+                f"{self.name}: the signature lists {len(self.signature)} arguments, the kernel takes "
+                f"{self.sycl_kernel.num_args}")
+
+    def launch(self, grid: Sequence[int], block: Sequence[int], *args) -> None:
+        """Run on ``grid`` workgroups of ``block`` work-items each, and wait for completion."""
+        if len(args) != len(self.signature):
+            raise ArgumentError(
+                f"{self.name} takes {len(self.signature)} arguments ({', '.join(self.signature)}), got {len(args)}")
+        global_range, local_range = _check_range(grid, block, self.name)
+        m = _marshal(self, args)
+        try:
+            self.device.queue.submit(self.sycl_kernel, m.args, global_range, local_range).wait()
+        except Exception as e:  # dpctl's submit errors become one xejit error type
+            raise LaunchError(f"{self.name}: launch of grid {tuple(grid)} x workgroup {tuple(block)} failed: {e}") from None
+        for staged, arr in m.copy_back:
+            if arr.size:
+                arr.reshape(-1, order="A").view(np.uint8)[:] = staged
