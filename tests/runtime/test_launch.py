@@ -118,3 +118,18 @@ def test_signature_must_match_the_kernel():
         prog.kernel("nope", [])
     with pytest.raises(XejitError):
         prog.kernel("vadd", ["ptr", "ptr", "ptr", "int", "f32"])
+
+
+def test_objects_with_the_sycl_usm_array_interface_are_zero_copy(vadd):
+    # dpctl 0.22 has no usm_ndarray (it moved to dpnp); anything exposing
+    # __sycl_usm_array_interface__ is passed as is, here dpctl's own USM memory objects.
+    import dpctl.memory as dm
+    q = vadd.device.queue
+    n = 64
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    ma, mb, mc = (dm.MemoryUSMShared(n * 4, queue=q) for _ in range(3))
+    ma.copy_from_host(a.view(np.uint8)); mb.copy_from_host(b.view(np.uint8))
+    mc.copy_from_host(np.full(n, np.nan, np.float32).view(np.uint8))
+    vadd.launch((1,), (n,), ma, mb, mc, n, 2.0)
+    np.testing.assert_allclose(mc.copy_to_host().view(np.float32), _ref_vadd(a, b, 2.0), rtol=RTOL_F32, atol=1e-6)

@@ -36,6 +36,7 @@ _SCALARS = {
     "f16": (ctypes.c_uint16, np.float16),  # passed as its bits: ctypes has no half type
 }
 ARG_KINDS = ("ptr", "ptr_in", *_SCALARS)
+_INT_RANGE = {k: (int(np.iinfo(t).min), int(np.iinfo(t).max)) for k, (_, t) in _SCALARS.items() if k[0] in "iu"}
 
 
 def _usm_owner(arr: np.ndarray):
@@ -48,6 +49,25 @@ def _usm_owner(arr: np.ndarray):
             return base
         base = getattr(base, "base", None)
     return None
+
+
+def _base_pointer(mem) -> int:
+    return mem.__sycl_usm_array_interface__["data"][0]
+
+
+_context_ok: dict[tuple[int, int], bool] = {}
+
+
+def _same_context(mem, queue) -> bool:
+    # Comparing SYCL contexts builds Python objects each time: remember the answer per pair.
+    key = (id(mem), id(queue))
+    ok = _context_ok.get(key)
+    if ok is None:
+        ok = mem.sycl_context == queue.sycl_context
+        if len(_context_ok) > 4096:
+            _context_ok.clear()
+        _context_ok[key] = ok
+    return ok
 
 
 class _Interior:
@@ -99,7 +119,7 @@ def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
     for i, (kind, value) in enumerate(zip(kernel.signature, values)):
         name = f"{kernel.name}: argument {i}"
         if kind in ("ptr", "ptr_in"):
-            if hasattr(value, "__sycl_usm_array_interface__") and not isinstance(value, np.ndarray):
+            if not isinstance(value, np.ndarray) and hasattr(value, "__sycl_usm_array_interface__"):
                 try:
                     out.args.append(dm.as_usm_memory(value))
                 except Exception as e:
@@ -110,8 +130,12 @@ def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
                 raise ArgumentError(f"{name} must be an array (numpy, torch, dpctl/dpnp), got {type(value).__name__}")
             _check_layout(arr, name)
             owner = _usm_owner(arr)
-            if owner is not None and owner.sycl_context == queue.sycl_context:
-                out.args.append(dm.as_usm_memory(_Interior(arr.ctypes.data, arr.nbytes, queue)))
+            if owner is not None and _same_context(owner, queue):
+                ptr = arr.__array_interface__["data"][0]
+                if ptr == _base_pointer(owner):
+                    out.args.append(owner)  # the common case: the whole allocation, no new object
+                else:
+                    out.args.append(dm.as_usm_memory(_Interior(ptr, arr.nbytes, queue)))
                 continue
             mem = dm.MemoryUSMShared(max(arr.nbytes, 1), queue=queue)
             staged = np.frombuffer(mem, dtype=np.uint8, count=arr.nbytes)
@@ -129,8 +153,8 @@ def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
             if kind[0] in "iu":
                 if not float(value).is_integer():
                     raise ArgumentError(f"{name} must be an integer ({kind}), got {value!r}")
-                info = np.iinfo(npt)
-                if not info.min <= int(value) <= info.max:
+                lo, hi = _INT_RANGE[kind]
+                if not lo <= int(value) <= hi:
                     raise ArgumentError(f"{name}: {value} does not fit in {kind}")
                 out.args.append(ctype(int(value)))
             elif kind == "f16":

@@ -1,0 +1,94 @@
+"""Runtime costs on the current device: program build (cold, warm) and launch overhead.
+
+Launch overhead compares the xejit path (argument checks and marshalling, submit, wait) with a
+bare dpctl submit+wait of the same kernel on the same USM buffers; medians of N launches after a
+warm-up. Run: ``python benchmarks/bench_runtime.py [--launches 1000]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))  # for tests.runtime.kernels
+
+_BUILD_PROBE = r"""
+import time, json
+t0 = time.perf_counter()
+import xejit
+from xejit.runtime import build_program, default_device
+from tests.runtime import kernels
+dev = default_device()
+t1 = time.perf_counter()
+a, b = kernels.vadd_f32(), kernels.block_read_rotate()
+t2 = time.perf_counter(); build_program(a, dev, validate=False); t3 = time.perf_counter()
+build_program(b, dev, validate=False); t4 = time.perf_counter()
+build_program(a, dev, validate=False); t5 = time.perf_counter()
+print(json.dumps({"import_and_device_s": t1 - t0, "first_build_s": t3 - t2,
+                  "second_build_s": t4 - t3, "rebuild_same_module_s": t5 - t4}))
+"""
+
+
+def build_times(repeats: int) -> dict:
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _BUILD_PROBE], capture_output=True, text=True,
+                                      check=True).stdout) for _ in range(repeats)]
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def launch_overhead(n: int) -> dict:
+    import xejit  # noqa: F401
+    from xejit.runtime import build_program, usm
+    from tests.runtime import kernels
+
+    k = build_program(kernels.vadd_f32()).kernel("vadd", ["ptr_in", "ptr_in", "ptr", "i32", "f32"])
+    size = 1024
+    a, b, c = (usm.empty(size, np.float32) for _ in range(3))
+    a[:] = 1; b[:] = 2
+    np_a, np_b, np_c = (np.ones(size, np.float32) for _ in range(3))
+    import ctypes
+    import dpctl.memory as dm
+    q = k.device.queue
+    bufs = [dm.MemoryUSMShared(size * 4, queue=q) for _ in range(3)]
+    raw_args = [*bufs, ctypes.c_int32(size), ctypes.c_float(1.0)]
+
+    def timed(fn):
+        for _ in range(50):
+            fn()
+        out = []
+        for _ in range(n):
+            t = time.perf_counter(); fn(); out.append(time.perf_counter() - t)
+        return statistics.median(out) * 1e6
+
+    bare = timed(lambda: q.submit(k.sycl_kernel, raw_args, [size], [64]).wait())
+    usm_path = timed(lambda: k.launch((size // 64,), (64,), a, b, c, size, 1.0))
+    numpy_path = timed(lambda: k.launch((size // 64,), (64,), np_a, np_b, np_c, size, 1.0))
+    return {"bare_dpctl_us": bare, "xejit_usm_us": usm_path, "xejit_numpy_copy_us": numpy_path,
+            "overhead_usm_us": usm_path - bare, "launches": n}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--launches", type=int, default=1000)
+    p.add_argument("--build-repeats", type=int, default=5)
+    args = p.parse_args()
+    from xejit.runtime import default_device
+    print(f"device: {default_device()}")
+    bt = build_times(args.build_repeats)
+    lo = launch_overhead(args.launches)
+    print(f"program build (median of {args.build_repeats} fresh processes): first in process "
+          f"{bt['first_build_s'] * 1e3:.1f} ms, a second module {bt['second_build_s'] * 1e3:.1f} ms, "
+          f"same module again {bt['rebuild_same_module_s'] * 1e6:.1f} us (in-process cache); "
+          f"import + device {bt['import_and_device_s'] * 1e3:.0f} ms")
+    print(f"launch, median of {lo['launches']}: bare dpctl submit+wait {lo['bare_dpctl_us']:.1f} us, "
+          f"xejit with USM arrays {lo['xejit_usm_us']:.1f} us (+{lo['overhead_usm_us']:.1f} us), "
+          f"xejit with numpy arrays (copied in/out) {lo['xejit_numpy_copy_us']:.1f} us")
+    print(json.dumps({"build": bt, "launch": lo}))
+
+
+if __name__ == "__main__":
+    main()
