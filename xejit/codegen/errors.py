@@ -4,9 +4,10 @@ All derive from :class:`XejitError` so that a user can catch every xejit failure
 """
 from __future__ import annotations
 
+from ..errors import XejitError  # the one base class, shared with the frontend's CompilationError
 
-class XejitError(Exception):
-    """Base class of every error xejit raises on purpose."""
+__all__ = ["XejitError", "ToolError", "SpirvValidationError", "DeviceError", "BuildError", "LaunchError",
+           "ArgumentError"]
 
 
 class ToolError(XejitError):

@@ -1,0 +1,263 @@
+"""``@xejit.kernel``: specialization, IR cache, ``kernel[grid](*args, **meta)`` launch.
+
+A kernel is specialized on each array argument's dtype, rank, memory order (row- or
+column-major) and 16-byte alignment, on constexpr values and on the launch options
+(num_subgroups, num_stages, grf_mode); shapes, strides and scalar values are runtime values.
+With ``XEJIT_INTERPRET=1`` or ``@xejit.kernel(interpret=True)`` the kernel's XeTile IR runs
+per workgroup in numpy on the host.
+
+Example:
+    >>> import numpy as np, xejit, xejit.language as xl
+    >>> @xejit.kernel(interpret=True)
+    ... def add1(x, y, BN: xl.constexpr):
+    ...     n = xl.program_id(0) * BN
+    ...     t = xl.load_tile(xl.init_tile(x, [0, n], [1, BN]))
+    ...     xl.store_tile(xl.init_tile(y, [0, n], [1, BN]), t + 1.0)
+    >>> x = np.arange(8, dtype=np.float32); y = np.zeros_like(x)
+    >>> add1[(2,)](x, y, BN=4); y.tolist()
+    [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import DeviceCompilationNotImplemented, XejitError
+from .frontend.codegen import Param, build_module
+from .ir import Buffer, Interpreter, print_module
+from .ir.core import ArrayType, Module, ScalarType, bf16, f32, index, scalar_type_from_numpy
+
+LAUNCH_OPTIONS = {"num_subgroups": None, "num_stages": 3, "grf_mode": "default"}
+GRF_MODES = ("default", "256", "auto")
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """The compile-time facts of an array argument (its part of the specialization key)."""
+    dtype: str
+    rank: int
+    order: tuple[int, ...]
+    aligned16: bool
+
+    def ir_type(self) -> ArrayType:
+        from .ir.core import SCALAR_TYPES
+        return ArrayType(SCALAR_TYPES[self.dtype], self.rank, self.order, self.aligned16)
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def array_facts(x: Any) -> tuple[ScalarType, tuple[int, ...], tuple[int, ...], int]:
+    """(dtype, shape, strides in elements, base address) of a numpy/torch/dpctl array."""
+    if _is_torch(x):
+        import torch
+        tmap = {torch.bfloat16: bf16, torch.float16: scalar_type_from_numpy(np.float16),
+                torch.float32: f32, torch.int8: scalar_type_from_numpy(np.int8),
+                torch.uint8: scalar_type_from_numpy(np.uint8),
+                torch.int32: scalar_type_from_numpy(np.int32),
+                torch.int64: scalar_type_from_numpy(np.int64), torch.bool: scalar_type_from_numpy(np.bool_)}
+        if x.dtype not in tmap:
+            raise XejitError(f"unsupported torch dtype {x.dtype}")
+        return tmap[x.dtype], tuple(x.shape), tuple(x.stride()), x.data_ptr()
+    arr = x if isinstance(x, np.ndarray) else np.asarray(x)
+    try:
+        dt = scalar_type_from_numpy(arr.dtype)
+    except KeyError:
+        raise XejitError(f"unsupported array dtype {arr.dtype}") from None
+    return (dt, arr.shape, tuple(s // arr.itemsize for s in arr.strides),
+            arr.__array_interface__["data"][0])
+
+
+def memory_order(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
+    """(1, 0) for row-major, (0, 1) for column-major 2D arrays (inner dim contiguous)."""
+    if len(shape) == 1:
+        return (0,)
+    if len(shape) == 2:
+        if strides[1] == 1 or shape[1] == 1:
+            return (1, 0)
+        if strides[0] == 1 or shape[0] == 1:
+            return (0, 1)
+        raise XejitError(f"array with strides {list(strides)} has no contiguous dimension; "
+                         f"pass a row- or column-major array (e.g. .contiguous())")
+    return tuple(range(len(shape) - 1, -1, -1))
+
+
+def specialize_arg(x: Any) -> ArraySpec | str:
+    if isinstance(x, bool) or isinstance(x, (int, np.integer)):
+        return "int"
+    if isinstance(x, (float, np.floating)):
+        return "float"
+    if isinstance(x, np.ndarray) or _is_torch(x) or hasattr(x, "__array_interface__"):
+        dt, shape, strides, ptr = array_facts(x)
+        order = memory_order(shape, strides)
+        pitch = strides[order.index(max(order))] if len(shape) == 2 else 0  # outer stride
+        aligned = ptr % 16 == 0 and (pitch * dt.itemsize) % 16 == 0
+        return ArraySpec(dt.name, len(shape), order, aligned)
+    raise XejitError(f"unsupported kernel argument of type {type(x).__name__}; pass arrays, "
+                     f"ints, floats or constexpr values")
+
+
+def to_interpreter_value(x: Any, spec: Any) -> Any:
+    """A launch argument as the numpy interpreter holds it (arrays share memory)."""
+    if spec == "int":
+        return np.int64(x)
+    if spec == "float":
+        return np.float32(x)
+    dt = spec.ir_type().dtype
+    if _is_torch(x):
+        if x.device.type != "cpu":
+            raise XejitError("the interpreter runs on the host: pass CPU tensors")
+        t = x.detach()
+        if dt == bf16:
+            return Buffer(t.view(__import__("torch").int16).numpy().view(np.uint16), dt)
+        return Buffer(t.numpy(), dt)
+    return Buffer(np.asarray(x), dt)
+
+
+def _interpret_env() -> bool:
+    return os.environ.get("XEJIT_INTERPRET", "0") not in ("", "0", "false", "False")
+
+
+def _compile_and_launch(kernel: "Kernel", module: Module, grid: tuple[int, ...], args: list,
+                        options: dict[str, Any]) -> None:
+    """The device path: compile ``module`` and launch it. Replaced by the compiler."""
+    raise DeviceCompilationNotImplemented(
+        f"cannot launch {kernel.fn.__name__}: device compilation is not implemented yet. "
+        f"Set XEJIT_INTERPRET=1 (or @xejit.kernel(interpret=True)) to run the kernel on the host.")
+
+
+class Kernel:
+    """A compiled-on-demand kernel: ``kernel[grid](*args, **constexprs_and_options)``."""
+    __xejit_kernel__ = True
+
+    def __init__(self, fn: Callable, interpret: bool | None = None):
+        self.fn = fn
+        self.interpret = interpret
+        self.signature = inspect.signature(fn)
+        self.params = list(self.signature.parameters.values())
+        self.constexprs = {p.name for p in self.params if _is_constexpr_annotation(p.annotation)}
+        self.cache: dict[Any, Module] = {}
+        self.source_hash = hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
+        functools.update_wrapper(self, fn)
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return functools.partial(self.run, grid=grid)
+
+    def __call__(self, *args, **kwargs):
+        raise XejitError(f"launch {self.fn.__name__} with a grid: {self.fn.__name__}[grid](...)")
+
+    # --- specialization ---------------------------------------------------------------------
+
+    def bind(self, args: Sequence[Any], kwargs: dict[str, Any]):
+        """Split a call into (params for the frontend, runtime args, options, key)."""
+        options = dict(LAUNCH_OPTIONS)
+        for k in list(kwargs):
+            if k in LAUNCH_OPTIONS and k not in self.signature.parameters:
+                options[k] = kwargs.pop(k)
+        _check_options(options)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise XejitError(f"{self.fn.__name__}: {e}") from None
+        bound.apply_defaults()
+        params, runtime, key = [], [], []
+        for p in self.params:
+            v = bound.arguments[p.name]
+            if isinstance(v, _ConstexprBox):
+                v = v.value
+            if p.name in self.constexprs:
+                params.append(Param(p.name, value=v))
+                key.append((p.name, "constexpr", _hashable(v)))
+            else:
+                spec = specialize_arg(v)
+                t = spec.ir_type() if isinstance(spec, ArraySpec) else (index if spec == "int" else f32)
+                params.append(Param(p.name, t))
+                runtime.append((v, spec))
+                key.append((p.name, spec))
+        key.append(tuple(sorted(options.items())))
+        return params, runtime, options, tuple(key)
+
+    def _module(self, params, options, key) -> Module:
+        mod = self.cache.get(key)
+        if mod is None:
+            attrs = {"num_subgroups": options["num_subgroups"], "num_stages": options["num_stages"],
+                     "grf_mode": options["grf_mode"]}
+            mod = build_module(self.fn, params, attrs)
+            mod.attributes["specialization"] = key
+            mod.attributes["source_hash"] = self.source_hash
+            self.cache[key] = mod
+        return mod
+
+    def compile_ir(self, *args, **kwargs) -> Module:
+        """The verified XeTile IR module for these arguments (cached per specialization).
+
+        Arguments may be real arrays or anything with the same dtype/rank/layout."""
+        params, _, options, key = self.bind(args, kwargs)
+        return self._module(params, options, key)
+
+    def ir_text(self, *args, **kwargs) -> str:
+        """The XeTile IR for these arguments as MLIR-like text."""
+        return print_module(self.compile_ir(*args, **kwargs))
+
+    # --- launch -----------------------------------------------------------------------------
+
+    def run(self, *args, grid: Any, **kwargs) -> None:
+        params, runtime, options, key = self.bind(args, kwargs)
+        mod = self._module(params, options, key)
+        if callable(grid):
+            meta = {p.name: p.value for p in params if p.is_constexpr}
+            grid = grid(meta)
+        grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+        interpret = self.interpret if self.interpret is not None else _interpret_env()
+        if interpret:
+            vals = [to_interpreter_value(v, spec) for v, spec in runtime]
+            Interpreter().run_grid(mod.functions[0], grid, vals)
+        else:
+            _compile_and_launch(self, mod, grid, [v for v, _ in runtime], options)
+
+
+class _ConstexprBox:
+    """Unused placeholder kept for constexpr(...) passed as an argument value."""
+    value: Any = None
+
+
+def _is_constexpr_annotation(a: Any) -> bool:
+    if a is inspect.Parameter.empty:
+        return False
+    if isinstance(a, str):
+        return a.split(".")[-1] == "constexpr"
+    return getattr(a, "__name__", "") == "constexpr" or type(a).__name__ == "constexpr"
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return repr(v)
+
+
+def _check_options(o: dict[str, Any]) -> None:
+    n = o["num_subgroups"]
+    if n is not None and (not isinstance(n, int) or n < 1 or n > 64):
+        raise XejitError(f"num_subgroups must be an int in 1..64, got {n!r}")
+    if not isinstance(o["num_stages"], int) or o["num_stages"] < 0:
+        raise XejitError(f"num_stages must be a non-negative int, got {o['num_stages']!r}")
+    if o["grf_mode"] not in GRF_MODES:
+        raise XejitError(f"grf_mode must be one of {GRF_MODES}, got {o['grf_mode']!r}")
+
+
+def kernel(fn: Callable | None = None, *, interpret: bool | None = None):
+    """Decorate a kernel function (``@xejit.kernel`` or ``@xejit.kernel(interpret=True)``)."""
+    if fn is None:
+        return lambda f: Kernel(f, interpret)
+    return Kernel(fn, interpret)
