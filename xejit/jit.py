@@ -133,6 +133,54 @@ def _compile_and_launch(kernel: "Kernel", module: Module, grid: tuple[int, ...],
         f"Set XEJIT_INTERPRET=1 (or @xejit.kernel(interpret=True)) to run the kernel on the host.")
 
 
+def dependency_hash(fn: Callable) -> str:
+    """Hash ``fn``'s source with the sources of the helpers and kernels it names, transitively,
+    and the values of the plain constants it reads from globals or closures.
+
+    Like Triton's cache key: a changed ``@xl.inline`` helper or global constant must not reuse
+    code compiled for the old one (the on-disk cache outlives the process).
+    """
+    h = hashlib.sha256()
+    seen: set[int] = set()
+
+    def visit(f: Callable) -> None:
+        f = getattr(f, "fn", f)  # a Kernel wraps its function
+        if id(f) in seen:
+            return
+        seen.add(id(f))
+        try:
+            h.update(inspect.getsource(f).encode())
+        except (OSError, TypeError):
+            h.update(repr(f).encode())
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        scope = dict(getattr(f, "__globals__", {}))
+        if f.__closure__:
+            scope.update({n: c.cell_contents for n, c in zip(code.co_freevars, f.__closure__)
+                          if _cell_is_set(c)})
+        for name in sorted(set(code.co_names) | set(code.co_freevars)):
+            if name not in scope:
+                continue
+            v = scope[name]
+            if getattr(v, "__xejit_inline__", False) or getattr(v, "__xejit_kernel__", False):
+                h.update(name.encode())
+                visit(v)
+            elif isinstance(v, (bool, int, float, str, tuple)) and not isinstance(v, type):
+                h.update(f"{name}={v!r}".encode())
+
+    visit(fn)
+    return h.hexdigest()[:16]
+
+
+def _cell_is_set(cell) -> bool:
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
+
+
 class Kernel:
     """A compiled-on-demand kernel: ``kernel[grid](*args, **constexprs_and_options)``."""
     __xejit_kernel__ = True
@@ -144,8 +192,14 @@ class Kernel:
         self.params = list(self.signature.parameters.values())
         self.constexprs = {p.name for p in self.params if _is_constexpr_annotation(p.annotation)}
         self.cache: dict[Any, Module] = {}
-        self.source_hash = hashlib.sha256(inspect.getsource(fn).encode()).hexdigest()[:16]
         functools.update_wrapper(self, fn)
+
+    @functools.cached_property
+    def source_hash(self) -> str:
+        """Hash of the kernel's source and of everything it may inline (see :func:`dependency_hash`).
+
+        Computed on first use, so helpers defined after the kernel are seen."""
+        return dependency_hash(self.fn)
 
     def __getitem__(self, grid: Any) -> Callable[..., None]:
         return functools.partial(self.run, grid=grid)
