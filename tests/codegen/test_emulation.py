@@ -7,7 +7,6 @@ random and non-zero; per-lane outputs and untouched memory are poisoned.
 """
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
 
@@ -19,7 +18,7 @@ from xejit.codegen import builtins as bi
 from xejit.codegen.emulation import (BlockVariant, DpasVariant, declare_block_load, declare_block_prefetch,
                                      declare_block_store, declare_dpas, declare_variant, emulated_name,
                                      real_builtin_name)
-from xejit.codegen.errors import SpirvValidationError
+
 from xejit.codegen.spirv import to_spirv, validate
 from xejit.codegen.targets import get_target
 

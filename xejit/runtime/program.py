@@ -16,10 +16,14 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..codegen import spirv
 from ..codegen.errors import BuildError, LaunchError
 from .device import Device, default_device
+
+if TYPE_CHECKING:
+    from .launch import Kernel
 
 _programs: dict[tuple[str, str], "Program"] = {}
 _lock = threading.Lock()
