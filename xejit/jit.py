@@ -127,10 +127,10 @@ def _interpret_env() -> bool:
 
 def _compile_and_launch(kernel: "Kernel", module: Module, grid: tuple[int, ...], args: list,
                         options: dict[str, Any]) -> None:
-    """The device path: compile ``module`` and launch it. Replaced by the compiler."""
-    raise DeviceCompilationNotImplemented(
-        f"cannot launch {kernel.fn.__name__}: device compilation is not implemented yet. "
-        f"Set XEJIT_INTERPRET=1 (or @xejit.kernel(interpret=True)) to run the kernel on the host.")
+    """The device path: compile ``module`` for the current device (cached) and launch it."""
+    from .device_launch import compile_and_launch
+
+    compile_and_launch(kernel, module, grid, args, options)
 
 
 def dependency_hash(fn: Callable) -> str:

@@ -40,3 +40,16 @@ def block_read_rotate() -> bytes:
     b.store(rotated, b.gep(dst, [gid], source_etype=bi.F32))
     b.ret_void()
     return to_spirv(m, ["SPV_INTEL_subgroups"])
+
+
+def ids_2d() -> bytes:
+    """out[y * X + x] = x + 1000 * y for global ids (x, y) = (dim 0, dim 1); X = global size 0."""
+    m = bi.new_module("ids2d")
+    fn = bi.kernel(m, "ids2d", [bi.GLOBAL])
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    x, y = bi.global_id(b, 0), bi.global_id(b, 1)
+    width = bi.work_item(b, "global_size", 0)
+    val = b.trunc(b.add(x, b.mul(y, bi.I64(1000))), bi.I32)
+    b.store(val, b.gep(fn.args[0], [b.add(b.mul(y, width), x)], source_etype=bi.I32))
+    b.ret_void()
+    return to_spirv(m)

@@ -133,3 +133,11 @@ def test_objects_with_the_sycl_usm_array_interface_are_zero_copy(vadd):
     mc.copy_from_host(np.full(n, np.nan, np.float32).view(np.uint8))
     vadd.launch((1,), (n,), ma, mb, mc, n, 2.0)
     np.testing.assert_allclose(mc.copy_to_host().view(np.float32), _ref_vadd(a, b, 2.0), rtol=RTOL_F32, atol=1e-6)
+
+
+def test_grid_dimension_0_is_the_kernels_dimension_0():
+    k = build_program(kernels.ids_2d()).kernel("ids2d", ["ptr"])
+    out = np.full((3 * 2, 4 * 8), -1, np.int32)   # dim 1 (rows): 3 groups of 2; dim 0 (cols): 4 of 8
+    k.launch((4, 3), (8, 2), out)
+    y, x = np.indices(out.shape)
+    np.testing.assert_array_equal(out, x + 1000 * y)

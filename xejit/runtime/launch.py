@@ -173,7 +173,9 @@ def _check_range(grid: Sequence[int], block: Sequence[int], kernel_name: str) ->
     for g, b in zip(grid, block):
         if not (isinstance(g, (int, np.integer)) and isinstance(b, (int, np.integer)) and g >= 1 and b >= 1):
             raise LaunchError(f"{kernel_name}: grid {grid} and workgroup size {block} must be positive integers")
-    return [int(g) * int(b) for g, b in zip(grid, block)], [int(b) for b in block]
+    # OpenCL's dimension 0 (get_global_id(0), the fastest) is SYCL's *last* range dimension, and
+    # dpctl takes SYCL ranges: reverse, so grid[0] is the kernel's dimension 0.
+    return [int(g) * int(b) for g, b in zip(grid, block)][::-1], [int(b) for b in block][::-1]
 
 
 @dataclass(eq=False)
@@ -195,7 +197,10 @@ class Kernel:
                 f"{self.sycl_kernel.num_args}")
 
     def launch(self, grid: Sequence[int], block: Sequence[int], *args) -> None:
-        """Run on ``grid`` workgroups of ``block`` work-items each, and wait for completion."""
+        """Run on ``grid`` workgroups of ``block`` work-items each, and wait for completion.
+
+        Dimensions are in OpenCL order: ``grid[0]`` and ``block[0]`` are the kernel's dimension 0
+        (``get_group_id(0)``, ``get_local_id(0)``; dimension 0 varies fastest within a subgroup)."""
         if len(args) != len(self.signature):
             raise ArgumentError(
                 f"{self.name} takes {len(self.signature)} arguments ({', '.join(self.signature)}), got {len(args)}")

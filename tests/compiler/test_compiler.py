@@ -1,0 +1,102 @@
+"""compile_kernel: stages, report, ABI, dumps, errors (no device launches here)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from xejit.codegen.compiler import CompilerError, compile_kernel
+from xejit.codegen.spirv import validate
+from xejit.device_launch import cache_key, expand_args
+
+from .kernels import matmul, matmul_bias_relu, matmul_splitk, rowsum_convert, rowsum_layout, softmax
+
+X = np.zeros((16, 16), np.float32)
+
+
+def _gemm_ir(**kw):
+    kw = {"BM": 8, "BN": 16, "BK": 16, **kw}
+    return matmul.compile_ir(X, X, X, 16, 16, 16, **kw)
+
+
+def test_stages_signature_and_report():
+    ck = compile_kernel(_gemm_ir(), "generic")
+    for key in ("xetile", "xetile-sg", "llir", "spvasm", "spv"):
+        assert key in ck.asm
+    assert "xegpu" not in ck.asm
+    assert "gpu.subgroup_id" not in ck.asm["xetile-sg"]          # one subgroup: no ids needed
+    assert "OpSubgroupBlockReadINTEL" in ck.asm["spvasm"]
+    assert "llvm.fma" in ck.asm["llir"] or "fma" in ck.asm["spvasm"]
+    validate(ck.spv)
+    assert ck.signature == ("ptr_in",) + ("i64",) * 4 + ("ptr_in",) + ("i64",) * 4 + ("ptr",) + ("i64",) * 7
+    assert ck.arg_plan[:5] == [(0, "ptr_in", "ptr"), (0, "i64", "shape0"), (0, "i64", "shape1"),
+                               (0, "i64", "stride0"), (0, "i64", "stride1")]
+    assert ck.workgroup_size == (16, 1, 1)
+    assert {"layout", "wg_to_sg", "cleanup", "lower", "llvm-opt", "spirv", "spirv-val"} <= set(ck.timings)
+    text = ck.report()
+    assert "fma" in text and "block_read_u32" in text and "registers:" in text
+
+
+def test_multi_subgroup_ids_and_workgroup_size():
+    ck = compile_kernel(_gemm_ir(BM=32, BN=32, num_subgroups=4), "generic")
+    assert "gpu.subgroup_id" in ck.asm["xetile-sg"]
+    assert ck.workgroup_size == (64, 1, 1) and ck.block(2) == (64, 1)
+
+
+def test_fallbacks_are_reported():
+    a16 = np.zeros((16, 16), np.float16)
+    ck = compile_kernel(matmul.compile_ir(a16, a16, a16, 16, 16, 16, BM=8, BN=16, BK=16), "generic")
+    assert any("plain" in f and "f16" in f for f in ck.fallbacks), ck.fallbacks
+
+
+def test_dump_writes_every_stage(tmp_path, monkeypatch):
+    monkeypatch.setenv("XEJIT_DUMP", str(tmp_path))
+    compile_kernel(_gemm_ir(), "generic")
+    names = {p.name for p in tmp_path.iterdir()}
+    for stage in ("xetile", "xetile-sg", "llir", "spv", "spvasm"):
+        assert f"matmul.{stage}" in names
+
+
+def test_contradicting_user_layout_names_the_op():
+    ir = rowsum_layout.compile_ir(X, X, BM=8, BN=64, SGL=[1, 4], SGD=[8, 16], num_subgroups=4)
+    with pytest.raises(CompilerError, match=r"tile_reduce source has layout.*convert_layout(.|\n)*kernels\.py:\d+"):
+        compile_kernel(ir, "generic")
+
+
+def test_unsupported_case_names_op_and_line():
+    ir = rowsum_convert.compile_ir(X, X, BM=8, BN=64, SGL=[1, 4], SGD=[8, 16], SGL2=[4, 1], SGD2=[2, 64],
+                                   num_subgroups=4)
+    with pytest.raises(CompilerError, match=r"kernels\.py:\d+:\d+: xetile\.convert_layout: .*not supported"):
+        compile_kernel(ir, "generic")
+
+
+def test_dpas_target_goes_through_the_xegpu_hook():
+    ir = _gemm_ir(BM=16, BN=16)
+    try:
+        ck = compile_kernel(ir, "pvc", emulate=True)
+    except CompilerError as e:   # the XeGPU path may reject this kernel, but must say why
+        assert "lower_xegpu" in str(e) or "pvc" in str(e) or "tf32" in str(e)
+    else:
+        assert ck.path == "xegpu" and "xegpu" in ck.asm
+
+
+def test_abi_expansion_and_cache_key():
+    ck = compile_kernel(matmul_bias_relu.compile_ir(X, X, X[0], X, 16, 16, 16, BM=8, BN=16, BK=8), "generic")
+    bias = np.ones(16, np.float32)
+    c = np.asfortranarray(np.zeros((16, 16), np.float32))
+    args = expand_args(ck.arg_plan, [X, X, bias, c, 16, 16, 16])
+    assert args[10:13] == [bias, 16, 1]            # 1D array: ptr, shape0, stride0
+    assert args[13:18] == [c, 16, 16, 1, 16]       # column-major strides in elements
+    mod = _gemm_ir()
+    k1 = cache_key(matmul, mod, "generic", {"num_subgroups": 1}, False)
+    assert k1 != cache_key(matmul, mod, "generic", {"num_subgroups": 2}, False)
+    assert k1 != cache_key(matmul, mod, "pvc", {"num_subgroups": 1}, True)
+
+
+@pytest.mark.parametrize("kernel,args,kw", [
+    (softmax, (X, X), {"BM": 4, "BN": 32, "num_subgroups": 2}),
+    (matmul_splitk, (X, X, X, 16, 16, 16), {"BM": 8, "BN": 16, "BK": 8, "KSPLIT": 2}),
+])
+def test_other_kernels_validate(kernel, args, kw):
+    validate(compile_kernel(kernel.compile_ir(*args, **kw), "generic").spv)

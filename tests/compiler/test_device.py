@@ -1,0 +1,111 @@
+"""Kernels compiled for the generic target and run on the CPU device, against float64 numpy.
+
+Inputs are random and non-zero, outputs poisoned (NaN / sentinel) before each run. Tiles are
+kept small: the device compiler's build time grows with the unrolled tile code.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .helpers import check, f64, poisoned, rand
+from .kernels import (colsum, eltwise, matmul, matmul_bias_relu, matmul_int, matmul_layout,
+                      matmul_splitk, softmax, transpose)
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+@pytest.fixture
+def rng(request):
+    return np.random.default_rng(abs(hash(request.node.name)) % 2**32)
+
+
+GEMMS = [
+    # M, N, K, BM, BN, BK, num_subgroups, dtype, order A, order B
+    (32, 32, 32, 8, 16, 16, 1, "f32", "C", "C"),       # aligned, the DESIGN.md kernel
+    (17, 33, 65, 8, 16, 16, 1, "f32", "C", "C"),       # unaligned in every dim
+    (100, 100, 100, 16, 32, 16, 2, "f32", "C", "C"),   # unaligned, 2 subgroups
+    (40, 40, 40, 8, 16, 8, 1, "f32", "C", "F"),        # B column-major
+    (64, 48, 32, 16, 32, 8, 4, "f32", "F", "C"),       # A column-major, 4 subgroups
+    (33, 47, 40, 8, 16, 16, 1, "bf16", "C", "C"),
+    (33, 47, 40, 8, 16, 16, 2, "f16", "C", "C"),
+    (33, 47, 70, 8, 16, 32, 1, "i8", "C", "C"),
+    (20, 18, 64, 8, 16, 32, 2, "u8", "C", "C"),
+]
+
+
+@pytest.mark.parametrize("M,N,K,BM,BN,BK,ns,dt,oa,ob", GEMMS)
+def test_gemm(rng, M, N, K, BM, BN, BK, ns, dt, oa, ob):
+    a, b = rand(rng, (M, K), dt, oa), rand(rng, (K, N), dt, ob)
+    isint = dt in ("i8", "u8")
+    c = poisoned((M, N), "i32" if isint else dt)
+    kern = matmul_int if isint else matmul
+    kern[(cdiv(M, BM), cdiv(N, BN))](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, num_subgroups=ns)
+    check(c, f64(a) @ f64(b), "int" if isint else dt, scale_by_max=True)
+
+
+@pytest.mark.parametrize("sgl,sgd", [((2, 2), (8, 16)),     # sg_layout x sg_data < tile: round-robin
+                                     ((4, 2), (16, 32)),    # > tile: subgroups share data
+                                     ((1, 1), (8, 16))])    # one subgroup, several sub-tiles
+def test_gemm_user_layouts(rng, sgl, sgd):
+    M, N, K, BM, BN, BK = 64, 64, 32, 32, 32, 16
+    a, b = rand(rng, (M, K), "f32"), rand(rng, (K, N), "f32")
+    c = poisoned((M, N), "f32")
+    matmul_layout[(cdiv(M, BM), cdiv(N, BN))](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, SGL=list(sgl),
+                                              SGD=list(sgd), num_subgroups=sgl[0] * sgl[1])
+    check(c, f64(a) @ f64(b), "f32", scale_by_max=True)
+
+
+@pytest.mark.parametrize("ns", [1, 2])
+def test_gemm_bias_relu(rng, ns):
+    M, N, K, BM, BN, BK = 30, 40, 20, 8, 16, 8
+    a, b, bias = rand(rng, (M, K), "f32"), rand(rng, (K, N), "f32"), rand(rng, (N,), "f32")
+    c = poisoned((M, N), "f32")
+    matmul_bias_relu[(cdiv(M, BM), cdiv(N, BN))](a, b, bias, c, M, N, K, BM=BM, BN=BN, BK=BK, num_subgroups=ns)
+    check(c, np.maximum(f64(a) @ f64(b) + f64(bias), 0), "f32", scale_by_max=True)
+
+
+@pytest.mark.parametrize("ns", [1, 2])
+def test_gemm_split_k_atomics(rng, ns):
+    M, N, K, BM, BN, BK, KS = 20, 36, 64, 8, 16, 8, 4
+    a, b = rand(rng, (M, K), "f32"), rand(rng, (K, N), "f32")
+    c = np.zeros((M, N), np.float32)
+    matmul_splitk[(cdiv(M, BM), cdiv(N, BN), KS)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, KSPLIT=KS,
+                                                  num_subgroups=ns)
+    check(c, f64(a) @ f64(b), "f32", scale_by_max=True)
+
+
+@pytest.mark.parametrize("M,N,BM,BN,ns", [(37, 48, 4, 64, 1), (37, 20, 8, 32, 4)])
+def test_softmax(rng, M, N, BM, BN, ns):
+    x = rand(rng, (M, N), "f32")
+    y = poisoned((M, N), "f32")
+    softmax[(cdiv(M, BM),)](x, y, BM=BM, BN=BN, num_subgroups=ns)
+    e = np.exp(f64(x) - f64(x).max(1, keepdims=True))
+    check(y, e / e.sum(1, keepdims=True), "f32")
+
+
+def test_eltwise_where_exp(rng):
+    M, N, BM, BN = 30, 50, 8, 32
+    x, y = rand(rng, (M, N), "f32"), rand(rng, (M, N), "f32")
+    z = poisoned((M, N), "f32")
+    eltwise[(cdiv(M, BM), cdiv(N, BN))](x, y, z, BM=BM, BN=BN, num_subgroups=2)
+    check(z, np.where(f64(x) > f64(y), f64(x) * 2 - f64(y), np.exp(f64(y)) + 1), "f32")
+
+
+def test_column_sum(rng):
+    M, N = 20, 40
+    x = rand(rng, (M, N), "f32")
+    y = poisoned((1, N), "f32")
+    colsum[(cdiv(N, 16),)](x, y, BM=32, BN=16)
+    check(y, f64(x).sum(0, keepdims=True), "f32", scale_by_max=True)
+
+
+@pytest.mark.parametrize("ns", [1, 2])
+def test_transpose_through_slm(rng, ns):
+    M, N, BM, BN = 20, 40, 16, 16
+    x = rand(rng, (M, N), "f32")
+    y = poisoned((N, M), "f32")
+    transpose[(cdiv(M, BM), cdiv(N, BN))](x, y, BM=BM, BN=BN, num_subgroups=ns)
+    check(y, f64(x).T, "f32")

@@ -1,0 +1,267 @@
+"""The compiler driver: XeTile IR -> SPIR-V through named, timed, dumpable stages.
+
+Stages (docs/compiler.md): ``xetile`` (frontend IR) -> ``layout`` (propagate_layouts) ->
+``xetile-sg`` (distribute_to_subgroups + cleanup) -> ``llir`` (generic lowering, or the XeGPU
+path for targets with DPAS) -> ``spv`` (LLVM SPIR-V backend, then spirv-val). ``XEJIT_DUMP=<dir>``
+writes each stage to ``<dir>/<kernel>.<stage>``.
+
+Example:
+    >>> from xejit.ir.core import Builder, Function
+    >>> fn = Function("noop", [], [], {"num_subgroups": 1})
+    >>> _ = Builder.at_end(fn.entry).create("func.return")
+    >>> ck = compile_kernel(fn, "generic")
+    >>> ck.signature, ck.workgroup_size
+    ((), (16, 1, 1))
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..ir.core import Function, Module, TileType, VectorType
+from ..ir.printer import print_function
+from ..ir.verifier import verify_function
+from . import spirv
+from .passes import (CompilerError, cleanup, clone_function, distribute_to_subgroups,
+                     propagate_layouts)
+from .targets import Target, get_target
+
+__all__ = ["compile_kernel", "CompiledKernel", "CompilerError", "kernel_abi"]
+
+
+class _Asm(dict):
+    """The stages' text/bytes by name; ``spvasm`` is disassembled on first access."""
+
+    def __missing__(self, key):
+        if key == "spvasm" and "spv" in self:
+            self["spvasm"] = spirv.disassemble(self["spv"])
+            return self["spvasm"]
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        return super().__contains__(key) or (key == "spvasm" and super().__contains__("spv"))
+
+
+@dataclass
+class CompiledKernel:
+    """The result of :func:`compile_kernel`."""
+    name: str
+    target: Target
+    asm: _Asm
+    signature: tuple[str, ...]
+    arg_plan: list[tuple[int, str, str]]
+    workgroup_size: tuple[int, int, int]
+    num_subgroups: int
+    timings: dict[str, float]
+    path: str
+    instructions: Counter = field(default_factory=Counter)
+    fallbacks: list[str] = field(default_factory=list)
+    regs_bytes_per_lane: int = 0
+    slm_bytes: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def spv(self) -> bytes:
+        return self.asm["spv"]
+
+    def block(self, grid_rank: int) -> tuple[int, ...]:
+        """The workgroup size for a grid of ``grid_rank`` axes (runtime launch's ``block``)."""
+        return self.workgroup_size[:max(1, grid_rank)]
+
+    def estimated_registers(self) -> str:
+        sg = self.target.subgroup_size
+        total = self.regs_bytes_per_lane * sg
+        rf = self.target.registers
+        if rf is None:
+            return (f"~{self.regs_bytes_per_lane} B of live tile data per lane ({total} B per subgroup); "
+                    f"target {self.target.name!r} has no register-file data")
+        grf = rf.large_grf_count if self.options.get("grf_mode") == "256" and rf.large_grf_count else rf.count
+        return (f"~{total} B per subgroup = {-(-total // rf.bytes_each)} of {grf} registers "
+                f"({rf.bytes_each} B each)")
+
+    def report(self) -> str:
+        lines = [f"kernel {self.name} for target {self.target.name} ({self.path} path), "
+                 f"{self.num_subgroups} subgroup(s) x {self.target.subgroup_size} lanes, "
+                 f"workgroup {self.workgroup_size}",
+                 "instructions chosen:"]
+        lines += [f"  {n:6d}  {k}" for k, n in sorted(self.instructions.items())] or ["  (none)"]
+        lines.append("fallbacks:")
+        lines += [f"  {f}" for f in self.fallbacks] or ["  none"]
+        lines.append(f"registers: {self.estimated_registers()}")
+        if self.slm_bytes:
+            lines.append(f"SLM: {self.slm_bytes} B per workgroup")
+        lines.append("stage times: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.timings.items()))
+        return "\n".join(lines)
+
+
+def kernel_abi(fn: Function):
+    from .lower_generic import kernel_abi as _abi
+    return _abi(fn)
+
+
+def _live_tile_bytes(fn: Function, lanes: int) -> int:
+    """Per-lane bytes of tile data live in the innermost loop (or in the whole kernel)."""
+    def per_lane(t) -> int:
+        if not isinstance(t, VectorType) or len(t.shape) != 2:
+            return 0
+        r, c = t.shape
+        return r * -(-c // lanes) * max(4, t.dtype.itemsize)
+
+    best = 0
+    loops = [op for op in fn.walk() if op.name == "scf.for"]
+    for op in loops:
+        body = op.regions[0].block
+        total = sum(per_lane(a.type) for a in body.args)
+        total += sum(per_lane(r.type) for o in body.ops for r in o.results)
+        best = max(best, total)
+    if not loops:
+        best = sum(per_lane(r.type) for o in fn.walk() for r in o.results)
+    return best
+
+
+_llvm_ready = False
+
+
+def optimize(llmod, level: int = 2):
+    """Run LLVM's middle-end (O2 without vectorizers) on an llvmlite module; returns a ModuleRef.
+
+    llvmlite's IRBuilder emits every address computation separately; without this the driver
+    spends seconds compiling redundant code. Vectorizers stay off: the device compiler
+    vectorizes across lanes itself.
+    """
+    import llvmlite.binding as llvm
+
+    global _llvm_ready
+    if not _llvm_ready:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _llvm_ready = True
+    ref = llvm.parse_assembly(str(llmod))
+    ref.verify()
+    tm = llvm.Target.from_triple(spirv.TRIPLE).create_target_machine(opt=level)
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = False
+    pto.slp_vectorization = False
+    pto.loop_unrolling = False
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(ref, pb)
+    return ref
+
+
+class _Stages:
+    def __init__(self, name: str):
+        self.name = name
+        self.timings: dict[str, float] = {}
+        self.dump = os.environ.get("XEJIT_DUMP")
+        if self.dump:
+            os.makedirs(self.dump, exist_ok=True)
+
+    def run(self, stage: str, f: Callable, *args):
+        t0 = time.perf_counter()
+        out = f(*args)
+        self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - t0
+        return out
+
+    def write(self, stage: str, data) -> None:
+        if not self.dump:
+            return
+        path = os.path.join(self.dump, f"{self.name}.{stage}")
+        if isinstance(data, bytes):
+            with open(path, "wb") as fh:
+                fh.write(data)
+        else:
+            with open(path, "w") as fh:
+                fh.write(str(data))
+
+
+def _verified(fn: Function, stage: str) -> Function:
+    """Verify the IR after ``stage``; layouts the user gave may contradict the rules only now that
+    every value has one, so the message is the verifier's (with the op's source line)."""
+    try:
+        verify_function(fn)
+    except Exception as e:
+        raise CompilerError(f"after {stage}: {e}") from e
+    return fn
+
+
+def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups: int | None = None,
+                   num_stages: int = 3, grf_mode: str = "default", emulate: bool = False) -> CompiledKernel:
+    """Compile one XeTile kernel for ``target``; every SPIR-V module returned passed spirv-val.
+
+    The path is chosen from target data: a target with DPAS goes through the XeGPU lowering
+    (``xejit.codegen.lower_xegpu.lower``), any other through :mod:`xejit.codegen.lower_generic`.
+    """
+    if isinstance(fn, Module):
+        fn = fn.functions[0]
+    tgt = get_target(target) if isinstance(target, str) else target
+    fn = clone_function(fn)
+    nsg = num_subgroups or fn.attributes.get("num_subgroups") or 1
+    fn.attributes["num_subgroups"] = nsg
+    st = _Stages(fn.name)
+    asm = _Asm()
+    asm["xetile"] = print_function(fn)
+    st.write("xetile", asm["xetile"])
+
+    wg = st.run("layout", propagate_layouts, fn)
+    wg = _verified(wg, "layout propagation")
+    asm["xetile-layout"] = print_function(wg)
+    st.write("xetile-layout", asm["xetile-layout"])
+    sg = st.run("wg_to_sg", distribute_to_subgroups, wg)
+    sg = st.run("cleanup", cleanup, sg)
+    sg = _verified(sg, "wg_to_sg distribution")
+    asm["xetile-sg"] = print_function(sg)
+    st.write("xetile-sg", asm["xetile-sg"])
+
+    lanes = tgt.subgroup_size
+    options = {"num_stages": num_stages, "grf_mode": grf_mode, "emulate": emulate}
+    instructions: Counter = Counter()
+    fallbacks: list[str] = []
+    slm = 0
+    if tgt.has_dpas:
+        path = "xegpu"
+        try:
+            from . import lower_xegpu  # noqa: PLC0415  (filled in by the XeGPU path)
+            hook = lower_xegpu.lower
+        except (ImportError, AttributeError) as e:
+            raise CompilerError(
+                f"target {tgt.name!r} has DPAS and needs the XeGPU lowering "
+                f"(xejit.codegen.lower_xegpu.lower), which is not available: {e}") from None
+        ctx = {"num_subgroups": nsg, "num_stages": num_stages, "grf_mode": grf_mode, "emulate": emulate,
+               "timings": st.timings, "dump": st.write}
+        res = st.run("xegpu", hook, sg, tgt, ctx)
+        get = (lambda k, d=None: res.get(k, d)) if isinstance(res, dict) else (lambda k, d=None: getattr(res, k, d))
+        if get("xegpu") is not None:
+            asm["xegpu"] = str(get("xegpu"))
+            st.write("xegpu", asm["xegpu"])
+        llmod = get("module")
+        extensions = tuple(get("extensions", tgt.spirv_extensions))
+        kinds, plan = get("signature"), get("arg_plan")
+        if kinds is None or plan is None:
+            kinds, plan = kernel_abi(sg)
+        instructions.update(get("instructions", {}) or {})
+        fallbacks += list(get("fallbacks", []) or [])
+    else:
+        path = "generic"
+        from .lower_generic import lower as lower_generic
+        lw = st.run("lower", lower_generic, sg, tgt, nsg)
+        llmod, extensions = lw.module, tgt.spirv_extensions
+        kinds, plan = lw.arg_kinds, lw.arg_plan
+        instructions, fallbacks, slm = lw.report.instructions, lw.report.fallbacks, lw.report.slm_bytes
+    st.write("llir-unoptimized", llmod)
+    llmod = st.run("llvm-opt", optimize, llmod)
+    asm["llir"] = str(llmod)
+    st.write("llir", asm["llir"])
+    spv = st.run("spirv", spirv.to_spirv, asm["llir"], extensions)
+    st.run("spirv-val", spirv.validate, spv)
+    asm["spv"] = spv
+    st.write("spv", spv)
+    if st.dump:
+        st.write("spvasm", asm["spvasm"])
+    return CompiledKernel(
+        name=fn.name, target=tgt, asm=asm, signature=tuple(kinds), arg_plan=list(plan),
+        workgroup_size=(nsg * lanes, 1, 1), num_subgroups=nsg, timings=st.timings, path=path,
+        instructions=instructions, fallbacks=fallbacks, regs_bytes_per_lane=_live_tile_bytes(sg, lanes),
+        slm_bytes=slm, options=options)

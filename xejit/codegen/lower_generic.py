@@ -1,0 +1,1149 @@
+"""Generic lowering: subgroup-level XeTile IR (``xetile-sg``) -> LLVM IR (llvmlite) for any SPIR-V
+device with ``cl_intel_subgroups`` (target without DPAS / 2D block IO).
+
+Register model (docs/compiler.md): a subgroup tile [R, C] is held per lane with lane layout
+[1, S] (S = the target's subgroup size): lane l owns columns ``g*S + l`` for ``g < ceil(C/S)``;
+when C < S lane l holds column ``l mod C`` (replicated; only lanes l < C write it). Floats of
+every width are held as f32 (bf16/f16 results rounded after each op, like the interpreter).
+Every op or case without a rule raises :class:`CompilerError` naming the op and its line.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir.core import (ArrayType, BlockArgument, Function, Operation, ScalarType, TileType, Value,
+                       VectorType, bf16, f16, f32, round_to_bf16)
+from . import builtins as bi
+from .passes.common import CompilerError
+
+#: load GEMM A operands as uniform scalars (broadcast by the FMA) instead of shuffling them
+UNIFORM_A = True
+#: fuse loads whose only users are tile_mma operands into the FMA loop (k-slice by k-slice)
+FUSE_MMA_LOADS = True
+
+F32, F16, I1, I8, I16, I32, I64 = bi.F32, bi.F16, ir.IntType(1), bi.I8, bi.I16, bi.I32, bi.I64
+
+
+# ----------------------------------------------------------------------------------------------
+# values during lowering
+# ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Vec:
+    """A subgroup vector: ``regs[r][g]`` is this lane's element of row r, column group g."""
+    shape: tuple[int, int]
+    dtype: ScalarType
+    regs: list[list[ir.Value]]
+    uniform: bool = False  # regs[r][c] holds element (r, c), the same in every lane
+
+    def flat(self) -> list[ir.Value]:
+        return [x for row in self.regs for x in row]
+
+    def rebuild(self, vals: list[ir.Value]) -> "Vec":
+        cg = len(self.regs[0])
+        return Vec(self.shape, self.dtype, [vals[i * cg:(i + 1) * cg] for i in range(len(self.regs))],
+                   self.uniform)
+
+
+@dataclass
+class LazyTile:
+    """A load_tile whose only users are tile_mma operands in the same block: the FMA loop loads
+    each k-slice right before using it (short live ranges instead of the whole tile in registers)."""
+    tile: "Tile"
+    pad: ir.Value
+    inb: ir.Value
+    shape: tuple[int, int]
+    dtype: ScalarType
+
+
+@dataclass
+class Arr:
+    ptr: ir.Value
+    dims: list[ir.Value]      # 2D view: H, W (i64)
+    strides: list[ir.Value]   # 2D view: s0, s1 (i64, elements)
+    type: ArrayType
+
+
+@dataclass
+class Tile:
+    arr: Arr
+    r0: ir.Value
+    c0: ir.Value
+    type: TileType
+    offsets: Vec | None = None  # scatter tiles
+
+    def flat(self) -> list[ir.Value]:
+        return [self.r0, self.c0] + (self.offsets.flat() if self.offsets is not None else [])
+
+    def rebuild(self, vals):
+        return Tile(self.arr, vals[0], vals[1], self.type,
+                    self.offsets.rebuild(vals[2:]) if self.offsets is not None else None)
+
+
+def reg_type(t: ScalarType) -> ir.Type:
+    """LLVM type of a value of ``t`` in registers (all floats as f32)."""
+    if t.is_float:
+        return F32
+    return {1: I1, 8: I8, 16: I16, 32: I32, 64: I64}[t.bitwidth]
+
+
+def mem_type(t: ScalarType) -> ir.Type:
+    """LLVM type of an element of ``t`` in memory (bf16 as 16-bit words)."""
+    if t == f32:
+        return F32
+    if t == f16:
+        return F16
+    if t == bf16:
+        return I16
+    return {1: I8, 8: I8, 16: I16, 32: I32, 64: I64}[t.bitwidth]
+
+
+_OCL_MATH = {"math.exp": ("_Z3expf", 1), "math.exp2": ("_Z4exp2f", 1), "math.log": ("_Z3logf", 1),
+             "math.log2": ("_Z4log2f", 1), "math.sqrt": ("_Z4sqrtf", 1), "math.rsqrt": ("_Z5rsqrtf", 1),
+             "math.tanh": ("_Z4tanhf", 1), "math.sin": ("_Z3sinf", 1), "math.cos": ("_Z3cosf", 1),
+             "math.erf": ("_Z3erff", 1), "math.absf": ("_Z4fabsf", 1), "math.floor": ("_Z5floorf", 1),
+             "math.ceil": ("_Z4ceilf", 1), "arith.maxnumf": ("_Z4fmaxff", 2),
+             "arith.minnumf": ("_Z4fminff", 2), "arith.remf": ("_Z4fmodff", 2),
+             "math.powf": ("_Z3powff", 2)}
+_FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_REDUCE_IDENTITY = {"add": 0, "mul": 1, "or": 0, "xor": 0, "and": -1}
+_REDUCE_OP = {"add": ("arith.addf", "arith.addi"), "mul": ("arith.mulf", "arith.muli"),
+              "max": ("arith.maxnumf", "arith.maxsi"), "min": ("arith.minnumf", "arith.minsi"),
+              "and": (None, "arith.andi"), "or": (None, "arith.ori"), "xor": (None, "arith.xori")}
+
+
+@dataclass
+class LoweringReport:
+    instructions: Counter = field(default_factory=Counter)
+    fallbacks: list[str] = field(default_factory=list)
+    regs_bytes_per_lane: int = 0
+    slm_bytes: int = 0
+
+
+class GenericLowering:
+    """Lowers one subgroup-level function; ``module`` is the llvmlite module after :meth:`run`."""
+
+    def __init__(self, fn: Function, target, num_subgroups: int):
+        if fn.attributes.get("level") != "subgroup":
+            raise CompilerError(f"generic lowering needs subgroup-level IR (level='subgroup'), got "
+                                f"{fn.attributes.get('level')!r}")
+        self.fn = fn
+        self.target = target
+        self.S = target.subgroup_size
+        self.nsg = num_subgroups
+        self.module = bi.new_module(fn.name)
+        self.report = LoweringReport()
+        self.env: dict[int, Any] = {}
+        self.written: set[int] = set()
+        self._slm_count = 0
+        self._mark_written()
+        self.arg_kinds, self.arg_plan = kernel_abi(fn, self.written)
+        params = [bi.GLOBAL if k in ("ptr", "ptr_in") else F32 if k == "f32" else I64 for k in self.arg_kinds]
+        self.llfn = bi.kernel(self.module, fn.name, params, subgroup_size=self.S)
+        self.b = ir.IRBuilder(self.llfn.append_basic_block("entry"))
+        b = self.b
+        self.lane32 = bi.sub_group_local_id(b)
+        self.lane = b.zext(self.lane32, I64, name="lane")
+        self._lane_cols: dict[int, ir.Value] = {}
+        pi = 0
+        for a in fn.args:
+            t = a.type
+            if isinstance(t, ArrayType):
+                ptr = self.llfn.args[pi]
+                dims = list(self.llfn.args[pi + 1:pi + 1 + t.rank])
+                strides = list(self.llfn.args[pi + 1 + t.rank:pi + 1 + 2 * t.rank])
+                pi += 1 + 2 * t.rank
+                if t.rank == 1:
+                    dims2, strides2 = [I64(1), dims[0]], [I64(0), strides[0]]
+                elif t.rank == 2:
+                    dims2, strides2 = dims, strides
+                else:
+                    raise CompilerError(f"argument {a.name_hint}: arrays of rank {t.rank} are not supported")
+                self.env[id(a)] = Arr(ptr, dims2, strides2, t)
+                self.env[("dims", id(a))] = (dims, strides)
+            else:
+                self.env[id(a)] = self.llfn.args[pi]
+                pi += 1
+
+    def _mark_written(self) -> None:
+        self.written = written_arrays(self.fn)
+
+    # --- small helpers ------------------------------------------------------------------------
+    def err(self, op: Operation, msg: str) -> CompilerError:
+        return CompilerError(f"{msg} (generic target)", op)
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.report.instructions[what] += n
+
+    def lane_col(self, C: int) -> ir.Value:
+        """This lane's column within a column group (i64): lane, or lane mod C when C < S."""
+        if C >= self.S:
+            return self.lane
+        v = self._lane_cols.get(C)
+        if v is None:
+            with self.b.goto_entry_block():
+                self.b.position_after(self.lane)
+                v = self.lane if C == self.S else self.b.urem(self.lane, I64(C), name=f"lane_mod{C}")
+            self._lane_cols[C] = v
+        return v
+
+    def col_groups(self, C: int) -> int:
+        return max(1, -(-C // self.S))
+
+    def col_valid(self, C: int, g: int) -> ir.Value | None:
+        """i1: does this lane own a real (and, for C < S, first-copy) column in group g? None = always."""
+        if C < self.S:
+            return self.b.icmp_unsigned("<", self.lane, I64(C))
+        if (g + 1) * self.S <= C:
+            return None
+        return self.b.icmp_unsigned("<", self.lane, I64(C - g * self.S))
+
+    def col_index(self, C: int, g: int) -> ir.Value:
+        lc = self.lane_col(C)
+        return lc if g == 0 else self.b.add(lc, I64(g * self.S))
+
+    def const(self, t: ScalarType, value) -> ir.Constant:
+        if t.is_float:
+            v = float(value)
+            if t == bf16:
+                v = float(round_to_bf16(np.array([v], np.float32))[0])
+            elif t == f16:
+                v = float(np.float16(v))
+            return ir.Constant(F32, float(np.float32(v)))
+        if t.bitwidth == 1:
+            return I1(1 if value else 0)
+        return ir.Constant(reg_type(t), _signed(int(value), t.bitwidth))
+
+    def round_to(self, t: ScalarType, v: ir.Value) -> ir.Value:
+        """Round an f32 register to the precision of ``t`` (bf16: nearest-even; f16: fptrunc)."""
+        b = self.b
+        if t == f16:
+            return b.fpext(b.fptrunc(v, F16), F32)
+        if t == bf16:
+            bits = b.bitcast(v, I32)
+            lsb = b.and_(b.lshr(bits, I32(16)), I32(1))
+            r = b.and_(b.add(b.add(bits, I32(0x7FFF)), lsb), I32(0xFFFF0000 - (1 << 32)))
+            isnan = b.fcmp_unordered("uno", v, v)
+            return b.bitcast(b.select(isnan, I32(0x7FC00000), r), F32)
+        return v
+
+    def to_mem(self, t: ScalarType, v: ir.Value) -> ir.Value:
+        b = self.b
+        if t == bf16:
+            bits = b.bitcast(self.round_to(bf16, v), I32)
+            return b.trunc(b.lshr(bits, I32(16)), I16)
+        if t == f16:
+            return b.fptrunc(v, F16)
+        if t.bitwidth == 1:
+            return b.zext(v, I8)
+        return v
+
+    def from_mem(self, t: ScalarType, v: ir.Value) -> ir.Value:
+        b = self.b
+        if t == bf16:
+            return b.bitcast(b.shl(b.zext(v, I32), I32(16)), F32)
+        if t == f16:
+            return b.fpext(v, F32)
+        if t.bitwidth == 1:
+            return b.icmp_unsigned("!=", v, I8(0))
+        return v
+
+    def call(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
+        return bi.call(self.b, bi.declare(self.module, name, ret, [a.type for a in args]), args)
+
+    def fma(self, a, b_, c):
+        fn = self.module.globals.get("llvm.fma.f32")
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(F32, [F32, F32, F32]), "llvm.fma.f32")
+        return self.b.call(fn, [a, b_, c])
+
+    def shuffle(self, v: ir.Value, lane: ir.Value) -> ir.Value:
+        """Read ``v`` from lane ``lane`` (i32) of the subgroup; any register type."""
+        b, t = self.b, v.type
+        self.count("shuffle")
+        if t == F32:
+            return bi.shuffle(b, v, lane, "f32")
+        if t == I32:
+            return bi.shuffle(b, v, lane, "i32")
+        if t == I64:
+            lo = bi.shuffle(b, b.trunc(v, I32), lane, "u32")
+            hi = bi.shuffle(b, b.trunc(b.lshr(v, I64(32)), I32), lane, "u32")
+            return b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), I64(32)))
+        if isinstance(t, ir.IntType):
+            return b.trunc(bi.shuffle(b, b.zext(v, I32), lane, "u32"), t)
+        raise CompilerError(f"cannot shuffle a value of type {t}")
+
+    def if_then(self, cond: ir.Value):
+        return self.b.if_then(cond)
+
+    def elem_ptr(self, arr: Arr, idx: ir.Value) -> ir.Value:
+        return self.b.gep(arr.ptr, [idx], source_etype=mem_type(arr.type.dtype))
+
+    # --- driver -------------------------------------------------------------------------------
+    def run(self) -> ir.Module:
+        self.lower_block(self.fn.entry.ops)
+        self.b.ret_void()
+        return self.module
+
+    def lower_block(self, ops: list[Operation]) -> list | None:
+        for op in ops:
+            if op.name in ("func.return",):
+                return None
+            if op.name == "scf.yield":
+                return [self.env[id(v)] for v in op.operands]
+            handler = getattr(self, "op_" + op.name.replace(".", "_"), None)
+            if handler is None:
+                if op.name in _OCL_MATH or op.name in _BINARY_LL or op.name in _UNARY_LL:
+                    handler = self.op_elementwise
+                else:
+                    raise self.err(op, f"'{op.name}' is not supported")
+            try:
+                res = handler(op)
+            except CompilerError:
+                raise
+            except Exception as e:  # name the op and the user's line around any lowering bug
+                raise CompilerError(f"lowering failed: {type(e).__name__}: {e}", op) from e
+            if res is not None:
+                for r, v in zip(op.results, res if isinstance(res, list) else [res]):
+                    self.env[id(r)] = v
+        return None
+
+    # --- environment ---------------------------------------------------------------------------
+    def op_xejit_program_id(self, op):
+        return bi.group_id(self.b, op.attributes["axis"])
+
+    def op_xejit_num_programs(self, op):
+        return bi.work_item(self.b, "num_groups", op.attributes["axis"])
+
+    def op_gpu_subgroup_id(self, op):
+        return self.b.zext(bi.sub_group_id(self.b), I64)
+
+    def op_gpu_num_subgroups(self, op):
+        return I64(self.nsg)
+
+    def op_xejit_dim(self, op):
+        dims, _ = self.env[("dims", id(self._arr_root(op.operands[0])))]
+        return dims[op.attributes["dim"]]
+
+    def op_xejit_stride(self, op):
+        _, strides = self.env[("dims", id(self._arr_root(op.operands[0])))]
+        return strides[op.attributes["dim"]]
+
+    def _arr_root(self, v):
+        return v
+
+    def op_xejit_print(self, op):
+        return None
+
+    op_xejit_breakpoint = op_xejit_print
+
+    # --- scalars and element-wise ---------------------------------------------------------------
+    def op_arith_constant(self, op):
+        t = op.result.type
+        if isinstance(t, VectorType):
+            et = t.dtype
+            c = self.const(et, op.attributes["value"])
+            R, C = t.shape
+            return Vec((R, C), et, [[c] * self.col_groups(C) for _ in range(R)])
+        return self.const(t, op.attributes["value"])
+
+    def op_vector_splat(self, op):
+        t = op.result.type
+        R, C = t.shape
+        return Vec((R, C), t.dtype, [[self.env[id(op.operands[0])]] * self.col_groups(C) for _ in range(R)])
+
+    def op_vector_step(self, op):
+        t = op.result.type
+        R, C = t.shape
+        if C == 1:
+            return Vec((R, C), t.dtype, [[I64(r)] for r in range(R)])
+        return Vec((R, C), t.dtype, [[self.col_index(C, g) for g in range(self.col_groups(C))]])
+
+    def _map(self, op, fn):
+        """Apply ``fn(*scalars) -> scalar`` to scalars or element by element to vectors."""
+        args = [self.env[id(v)] for v in op.operands]
+        vecs = [a for a in args if isinstance(a, Vec)]
+        rt = op.result.type
+        if not vecs:
+            return fn(*args)
+        R, C = rt.shape
+        regs = []
+        for r in range(R):
+            row = []
+            for g in range(self.col_groups(C)):
+                row.append(fn(*[a.regs[r][g] if isinstance(a, Vec) else a for a in args]))
+            regs.append(row)
+        return Vec((R, C), rt.dtype, regs)
+
+    def op_elementwise(self, op):
+        et = op.operands[0].type
+        et = et.dtype if isinstance(et, VectorType) else et
+        rt = op.result.type.dtype if isinstance(op.result.type, VectorType) else op.result.type
+        name = op.name
+        b = self.b
+        if name in _OCL_MATH:
+            fname, n = _OCL_MATH[name]
+            if not et.is_float:
+                raise self.err(op, f"'{name}' on {et}")
+            return self._map(op, lambda *xs: self.round_to(rt, self.call(fname, F32, list(xs))))
+        if name in _BINARY_LL:
+            fl, signed, unsigned = _BINARY_LL[name]
+            if et.is_float:
+                f = getattr(b, fl)
+                return self._map(op, lambda x, y: self.round_to(rt, f(x, y)))
+            sname = signed if et.is_signed else unsigned
+            if sname in ("smax", "smin", "umax", "umin"):
+                pred = ">" if sname.endswith("max") else "<"
+                cmp = b.icmp_signed if sname[0] == "s" else b.icmp_unsigned
+                return self._map(op, lambda x, y: b.select(cmp(pred, x, y), x, y))
+            if sname == "floordiv":
+                def floordiv(x, y):
+                    q = b.sdiv(x, y)
+                    r = b.srem(x, y)
+                    adj = b.and_(b.icmp_signed("!=", r, ir.Constant(x.type, 0)),
+                                 b.icmp_signed("!=", b.icmp_signed("<", r, ir.Constant(x.type, 0)),
+                                               b.icmp_signed("<", y, ir.Constant(x.type, 0))))
+                    return b.sub(q, b.zext(adj, x.type))
+                return self._map(op, floordiv)
+            f = getattr(b, sname)
+            return self._map(op, lambda x, y: f(x, y))
+        if name in _UNARY_LL:
+            if name == "arith.negf":
+                return self._map(op, lambda x: b.fneg(x))
+            if name == "math.absi":
+                return self._map(op, lambda x: b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)),
+                                                        b.neg(x), x))
+        raise self.err(op, f"'{name}' is not supported")
+
+    def op_arith_cmpf(self, op):
+        pred = op.attributes["predicate"]
+        b = self.b
+        if pred == "ne":
+            return self._map(op, lambda x, y: b.fcmp_unordered("!=", x, y))
+        return self._map(op, lambda x, y: b.fcmp_ordered(_FCMP[pred], x, y))
+
+    def op_arith_cmpi(self, op):
+        pred = op.attributes["predicate"]
+        et = op.operands[0].type
+        et = et.dtype if isinstance(et, VectorType) else et
+        cmp = self.b.icmp_signed if et.is_signed else self.b.icmp_unsigned
+        return self._map(op, lambda x, y: cmp(_FCMP[pred], x, y))
+
+    def op_arith_select(self, op):
+        return self._map(op, lambda c, x, y: self.b.select(c, x, y))
+
+    def _cast(self, op):
+        src = op.operands[0].type
+        st = src.dtype if isinstance(src, VectorType) else src
+        rt = op.result.type.dtype if isinstance(op.result.type, VectorType) else op.result.type
+        b = self.b
+        name = op.name
+        if name in ("arith.extf", "arith.truncf"):
+            return lambda x: self.round_to(rt, x)
+        if name in ("arith.sitofp", "arith.uitofp"):
+            conv = b.sitofp if name == "arith.sitofp" else b.uitofp
+            if st.bitwidth == 1:
+                conv = b.uitofp
+            return lambda x: self.round_to(rt, conv(x, F32))
+        if name in ("arith.fptosi", "arith.fptoui"):
+            conv = b.fptosi if name == "arith.fptosi" else b.fptoui
+            return lambda x: conv(x, reg_type(rt))
+        if name in ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast"):
+            to = reg_type(rt)
+
+            def icast(x):
+                if x.type.width == to.width:
+                    return x
+                if x.type.width > to.width:
+                    return b.trunc(x, to)
+                signed = name == "arith.extsi" or (name == "arith.index_cast" and st.is_signed and st.bitwidth > 1)
+                return b.sext(x, to) if signed else b.zext(x, to)
+            return icast
+        raise self.err(op, f"cast '{name}' from {st} to {rt} is not supported")
+
+    def op_cast(self, op):
+        return self._map(op, self._cast(op))
+
+    # --- memory ---------------------------------------------------------------------------------
+    def op_xetile_init_tile(self, op):
+        arr = self.env[id(op.operands[0])]
+        t = op.result.type
+        if t.scatter:
+            return Tile(arr, I64(0), I64(0), t, self.env[id(op.operands[1])])
+        r0, c0 = (self.env[id(v)] for v in op.operands[1:])
+        return Tile(arr, r0, c0, t)
+
+    def op_xetile_update_tile_offset(self, op):
+        tile = self.env[id(op.operands[0])]
+        d0, d1 = (self.env[id(v)] for v in op.operands[1:])
+        return Tile(tile.arr, self.b.add(tile.r0, d0), self.b.add(tile.c0, d1), tile.type, tile.offsets)
+
+    def op_xetile_prefetch_tile(self, op):
+        self.count("prefetch (dropped: no prefetch on generic)")
+        return None
+
+    def _in_bounds(self, tile: Tile) -> ir.Value:
+        b = self.b
+        R, C = tile.type.shape
+        H, W = tile.arr.dims
+        conds = [b.icmp_signed(">=", tile.r0, I64(0)), b.icmp_signed(">=", tile.c0, I64(0)),
+                 b.icmp_signed("<=", b.add(tile.r0, I64(R)), H), b.icmp_signed("<=", b.add(tile.c0, I64(C)), W)]
+        c = conds[0]
+        for x in conds[1:]:
+            c = b.and_(c, x)
+        return c
+
+    def _block_io_ok(self, tile: Tile) -> str | None:
+        """None when the in-bounds fast path can use subgroup block reads/writes, else why not."""
+        t = tile.type
+        if not self.target.has_block_reads:
+            return "the target has no subgroup block reads"
+        if t.dtype.bitwidth != 32:
+            return f"{t.dtype} elements: block reads move 32-bit words, lane layout needs one element per lane"
+        if t.order != (1, 0) or tile.arr.type.order not in ((1, 0), (0,)):
+            return "column-major tile: lanes read a strided column (plain loads)"
+        if t.shape[1] % self.S:
+            return f"tile width {t.shape[1]} is not a multiple of the subgroup size {self.S}"
+        return None
+
+    def _addr(self, tile: Tile, r: int, col: ir.Value) -> ir.Value:
+        b = self.b
+        s0, s1 = tile.arr.strides
+        row = b.add(tile.r0, I64(r)) if r else tile.r0
+        return b.add(b.mul(row, s0), b.mul(b.add(tile.c0, col), s1))
+
+    def op_xetile_load_tile(self, op):
+        tile: Tile = self.env[id(op.operands[0])]
+        t = tile.type
+        R, C = t.shape
+        G = self.col_groups(C)
+        et = t.dtype
+        b = self.b
+        mt = mem_type(et)
+        pad = self.const(et, op.attributes.get("padding", 0))
+        uses = op.result.uses
+        if FUSE_MMA_LOADS and self._fusable(op):
+            self.count("load fused into tile_mma")
+            why = self._block_io_ok(tile)
+            if why is not None and any(i == 1 for _, i in uses):
+                self.report.fallbacks.append(f"{op.loc}: load_tile {list(t.shape)}x{et} (GEMM B): "
+                                             f"plain loads ({why})")
+            return LazyTile(tile, pad, self._in_bounds(tile), (R, C), et)
+        if UNIFORM_A and uses and all(u.name == "xetile.tile_mma" and i == 0 for u, i in uses):
+            return self._load_uniform(tile, pad)
+        why = self._block_io_ok(tile)
+        if why is not None:
+            self.report.fallbacks.append(f"{op.loc}: load_tile {list(t.shape)}x{et}: plain loads ({why})")
+        inb = self._in_bounds(tile)
+        results = {}
+        with b.if_else(inb) as (then, otherwise):
+            with then:
+                fast = []
+                blk_fast = b.block
+                for r in range(R):
+                    for g in range(G):
+                        if why is None:
+                            base = self._addr(tile, r, I64(g * self.S))
+                            ptr = b.gep(tile.arr.ptr, [base], source_etype=mt)
+                            w = bi.block_read_u32(b, ptr)
+                            self.count("block_read_u32")
+                            fast.append(b.bitcast(w, F32) if et == f32 else w)
+                        else:
+                            idx = self._addr(tile, r, self.col_index(C, g))
+                            self.count("load (in-bounds path)")
+                            fast.append(self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt)))
+                blk_fast = b.block
+            with otherwise:
+                slow = []
+                H, W = tile.arr.dims
+                for r in range(R):
+                    row = b.add(tile.r0, I64(r))
+                    rok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H))
+                    for g in range(G):
+                        col = b.add(tile.c0, self.col_index(C, g))
+                        ok = b.and_(rok, b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<", col, W)))
+                        idx = self._addr(tile, r, self.col_index(C, g))
+                        idx = b.select(ok, idx, I64(0))
+                        v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
+                        self.count("masked load (boundary path)")
+                        slow.append(b.select(ok, v, pad))
+                blk_slow = b.block
+        vals = []
+        for x, y in zip(fast, slow):
+            phi = b.phi(x.type)
+            phi.add_incoming(x, blk_fast)
+            phi.add_incoming(y, blk_slow)
+            vals.append(phi)
+        return Vec((R, C), et, [vals[r * G:(r + 1) * G] for r in range(R)])
+
+    def _fusable(self, op) -> bool:
+        """All uses are tile_mma A/B operands later in the same block, with no memory write between."""
+        uses = op.result.uses
+        if not uses or any(u.name != "xetile.tile_mma" or i > 1 or u.parent is not op.parent for u, i in uses):
+            return False
+        ops = op.parent.ops
+        start = ops.index(op)
+        last = max(ops.index(u) for u, _ in uses)
+        return not any(o.name in ("xetile.store_tile", "xetile.atomic_rmw_tile", "xetile.store_scatter")
+                       or o.regions for o in ops[start + 1:last])
+
+    def _slice_loads(self, A, B, k: int, M: int, G: int):
+        """Column k of a lazy A (M uniform scalars) and row k of a lazy B (G lane values), loaded
+        under one in-bounds test: fast path plain/block loads, boundary path masked loads."""
+        b = self.b
+        todo = []
+        if isinstance(A, LazyTile):
+            todo += [("A", m) for m in range(M)]
+        if isinstance(B, LazyTile):
+            todo += [("B", g) for g in range(G)]
+        conds = [x.inb for x in (A, B) if isinstance(x, LazyTile)]
+        cond = conds[0] if len(conds) == 1 else b.and_(conds[0], conds[1])
+
+        def emit(fast: bool):
+            vals = []
+            for which, i in todo:
+                lt = A if which == "A" else B
+                tile, et = lt.tile, lt.dtype
+                mt = mem_type(et)
+                r, col = (i, I64(k)) if which == "A" else (k, None)
+                if which == "B":
+                    C = lt.shape[1]
+                    if fast and self._block_io_ok(tile) is None:
+                        ptr = b.gep(tile.arr.ptr, [self._addr(tile, r, I64(i * self.S))], source_etype=mt)
+                        w = bi.block_read_u32(b, ptr)
+                        self.count("block_read_u32")
+                        vals.append(b.bitcast(w, F32) if et == f32 else w)
+                        continue
+                    col = self.col_index(C, i)
+                self.count(("uniform load (A, broadcast)" if which == "A" else "load") +
+                           (" (in-bounds path)" if fast else " (boundary path, masked)"))
+                if fast:
+                    vals.append(self.from_mem(et, b.load(self.elem_ptr(tile.arr, self._addr(tile, r, col)), typ=mt)))
+                    continue
+                H, W = tile.arr.dims
+                row = b.add(tile.r0, I64(r))
+                cc = b.add(tile.c0, col)
+                ok = b.and_(b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H)),
+                            b.and_(b.icmp_signed(">=", cc, I64(0)), b.icmp_signed("<", cc, W)))
+                idx = b.select(ok, self._addr(tile, r, col), I64(0))
+                v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
+                vals.append(b.select(ok, v, lt.pad))
+            return vals
+        with b.if_else(cond) as (then, otherwise):
+            with then:
+                fast = emit(True)
+                bf = b.block
+            with otherwise:
+                slow = emit(False)
+                bs = b.block
+        out = []
+        for x, y in zip(fast, slow):
+            phi = b.phi(x.type)
+            phi.add_incoming(x, bf)
+            phi.add_incoming(y, bs)
+            out.append(phi)
+        a_vals = out[:M] if isinstance(A, LazyTile) else None
+        b_vals = out[-G:] if isinstance(B, LazyTile) else None
+        return a_vals, b_vals
+
+    def _load_uniform(self, tile: Tile, pad) -> Vec:
+        """Load a tile as uniform scalars (every lane the whole tile): the A operand of a GEMM,
+        which the FMA loop broadcasts element by element."""
+        b = self.b
+        R, C = tile.type.shape
+        et = tile.type.dtype
+        mt = mem_type(et)
+        H, W = tile.arr.dims
+        inb = self._in_bounds(tile)
+        with b.if_else(inb) as (then, otherwise):
+            with then:
+                fast = [self.from_mem(et, b.load(self.elem_ptr(tile.arr, self._addr(tile, r, I64(c))), typ=mt))
+                        for r in range(R) for c in range(C)]
+                blk_fast = b.block
+            with otherwise:
+                slow = []
+                for r in range(R):
+                    row = b.add(tile.r0, I64(r))
+                    rok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H))
+                    for c in range(C):
+                        col = b.add(tile.c0, I64(c))
+                        ok = b.and_(rok, b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<", col, W)))
+                        idx = b.select(ok, self._addr(tile, r, I64(c)), I64(0))
+                        v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
+                        slow.append(b.select(ok, v, pad))
+                blk_slow = b.block
+        self.count("uniform load (GEMM A operand, broadcast)", R * C)
+        vals = []
+        for x, y in zip(fast, slow):
+            phi = b.phi(x.type)
+            phi.add_incoming(x, blk_fast)
+            phi.add_incoming(y, blk_slow)
+            vals.append(phi)
+        return Vec((R, C), et, [vals[r * C:(r + 1) * C] for r in range(R)], uniform=True)
+
+    def op_xetile_store_tile(self, op):
+        val: Vec = self.env[id(op.operands[0])]
+        tile: Tile = self.env[id(op.operands[1])]
+        t = tile.type
+        R, C = t.shape
+        G = self.col_groups(C)
+        et = t.dtype
+        b = self.b
+        why = self._block_io_ok(tile)
+        if why is not None:
+            self.report.fallbacks.append(f"{op.loc}: store_tile {list(t.shape)}x{et}: plain stores ({why})")
+        inb = self._in_bounds(tile)
+        H, W = tile.arr.dims
+        with b.if_else(inb) as (then, otherwise):
+            with then:
+                for r in range(R):
+                    for g in range(G):
+                        v = self.to_mem(et, val.regs[r][g])
+                        if why is None:
+                            ptr = b.gep(tile.arr.ptr, [self._addr(tile, r, I64(g * self.S))], source_etype=mem_type(et))
+                            bi.block_write_u32(b, ptr, b.bitcast(v, I32) if et == f32 else v)
+                            self.count("block_write_u32")
+                        else:
+                            ptr = self.elem_ptr(tile.arr, self._addr(tile, r, self.col_index(C, g)))
+                            cv = self.col_valid(C, g)
+                            self.count("store (in-bounds path)")
+                            if cv is None:
+                                b.store(v, ptr)
+                            else:
+                                with b.if_then(cv):
+                                    b.store(v, ptr)
+            with otherwise:
+                for r in range(R):
+                    row = b.add(tile.r0, I64(r))
+                    rok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H))
+                    for g in range(G):
+                        col = b.add(tile.c0, self.col_index(C, g))
+                        ok = b.and_(rok, b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<", col, W)))
+                        cv = self.col_valid(C, g)
+                        if cv is not None:
+                            ok = b.and_(ok, cv)
+                        self.count("masked store (boundary path)")
+                        with b.if_then(ok):
+                            b.store(self.to_mem(et, val.regs[r][g]),
+                                    self.elem_ptr(tile.arr, self._addr(tile, r, self.col_index(C, g))))
+        return None
+
+    def op_xetile_atomic_rmw_tile(self, op):
+        val: Vec = self.env[id(op.operands[0])]
+        tile: Tile = self.env[id(op.operands[1])]
+        kind = op.attributes["kind"]
+        et = tile.type.dtype
+        R, C = tile.type.shape
+        G = self.col_groups(C)
+        b = self.b
+        H, W = tile.arr.dims
+        if et.is_float and (et != f32 or kind not in ("add", "max", "min", "mul", "xchg")):
+            raise self.err(op, f"atomic_rmw_tile <{kind}> on {et} is not supported")
+        if not et.is_float and et.bitwidth not in (32, 64):
+            raise self.err(op, f"atomic_rmw_tile on {et}: only 32/64-bit integers are supported")
+        olds = []
+        for r in range(R):
+            row = b.add(tile.r0, I64(r))
+            rok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H))
+            for g in range(G):
+                col = b.add(tile.c0, self.col_index(C, g))
+                ok = b.and_(rok, b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<", col, W)))
+                cv = self.col_valid(C, g)
+                if cv is not None:
+                    ok = b.and_(ok, cv)
+                v = val.regs[r][g]
+                pre = b.block
+                with b.if_then(ok):
+                    ptr = self.elem_ptr(tile.arr, self._addr(tile, r, self.col_index(C, g)))
+                    if et.is_float:
+                        old = self._cas_loop(ptr, v, kind)
+                        self.count("atomic CAS loop (f32)")
+                    else:
+                        llop = {"add": "add", "max": "max" if et.is_signed else "umax",
+                                "min": "min" if et.is_signed else "umin", "and": "and", "or": "or",
+                                "xor": "xor", "xchg": "xchg"}.get(kind)
+                        if llop is None:
+                            raise self.err(op, f"atomic_rmw_tile <{kind}> on {et} is not supported")
+                        old = b.atomic_rmw(llop, ptr, v, "monotonic")
+                        self.count(f"atomicrmw {llop}")
+                    inner = b.block
+                phi = b.phi(v.type)
+                phi.add_incoming(old, inner)
+                phi.add_incoming(ir.Constant(v.type, 0), pre)
+                olds.append(phi)
+        return Vec((R, C), et, [olds[r * G:(r + 1) * G] for r in range(R)])
+
+    def _cas_loop(self, ptr, v, kind):
+        b = self.b
+        init = b.bitcast(b.load(ptr, typ=F32), I32)
+        pre = b.block
+        loop = b.append_basic_block("cas")
+        done = b.append_basic_block("cas_done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        cur = b.phi(I32)
+        cur.add_incoming(init, pre)
+        curf = b.bitcast(cur, F32)
+        new = {"add": lambda: b.fadd(curf, v), "mul": lambda: b.fmul(curf, v),
+               "max": lambda: self.call("_Z4fmaxff", F32, [curf, v]),
+               "min": lambda: self.call("_Z4fminff", F32, [curf, v]), "xchg": lambda: v}[kind]()
+        pair = b.cmpxchg(ptr, cur, b.bitcast(new, I32), "monotonic", "monotonic")
+        seen = b.extract_value(pair, 0)
+        okv = b.extract_value(pair, 1)
+        cur.add_incoming(seen, loop)
+        b.cbranch(okv, done, loop)
+        b.position_at_end(done)
+        return curf
+
+    def op_xetile_load_gather(self, op):
+        tile: Tile = self.env[id(op.operands[0])]
+        mask: Vec = self.env[id(op.operands[1])]
+        t = tile.type
+        et = t.dtype
+        b = self.b
+        pad = self.const(et, op.attributes.get("padding", 0))
+        R, C = t.shape
+        regs = []
+        for r in range(R):
+            row = []
+            for g in range(self.col_groups(C)):
+                m = mask.regs[r][g]
+                idx = b.select(m, tile.offsets.regs[r][g], I64(0))
+                v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mem_type(et)))
+                self.count("gather load")
+                row.append(b.select(m, v, pad))
+            regs.append(row)
+        return Vec((R, C), et, regs)
+
+    def op_xetile_store_scatter(self, op):
+        val: Vec = self.env[id(op.operands[0])]
+        mask: Vec = self.env[id(op.operands[1])]
+        tile: Tile = self.env[id(op.operands[2])]
+        et = tile.type.dtype
+        b = self.b
+        R, C = tile.type.shape
+        for r in range(R):
+            for g in range(self.col_groups(C)):
+                ok = mask.regs[r][g]
+                cv = self.col_valid(C, g)
+                if cv is not None:
+                    ok = b.and_(ok, cv)
+                self.count("scatter store")
+                with b.if_then(ok):
+                    b.store(self.to_mem(et, val.regs[r][g]), self.elem_ptr(tile.arr, tile.offsets.regs[r][g]))
+        return None
+
+    # --- tile compute ----------------------------------------------------------------------------
+    def op_xetile_tile_mma(self, op):
+        A: Vec = self.env[id(op.operands[0])]
+        B: Vec = self.env[id(op.operands[1])]
+        M, K = A.shape
+        _, N = B.shape
+        rt = op.result.type.dtype
+        b = self.b
+        G = self.col_groups(N)
+        if len(op.operands) == 3:
+            acc = [list(row) for row in self.env[id(op.operands[2])].regs]
+        else:
+            acc = [[self.const(rt, 0)] * G for _ in range(M)]
+        tf32 = op.attributes.get("input_precision") == "tf32"
+        isint = not rt.is_float
+        a_ty = A.dtype
+
+        def prep(x, t):
+            if isint:
+                return b.sext(x, I32) if t.is_signed else b.zext(x, I32)
+            return self._tf32(x) if tf32 else x
+        lazy = isinstance(A, LazyTile) or isinstance(B, LazyTile)
+        Bp = None if isinstance(B, LazyTile) else [[prep(x, B.dtype) for x in row] for row in B.regs]
+        for k in range(K):
+            g, lane = (k // self.S, k % self.S) if K >= self.S else (0, k)
+            a_k = None
+            if lazy:
+                a_k, b_k = self._slice_loads(A, B, k, M, G)
+                if b_k is not None:
+                    Bp_k = [prep(x, B.dtype) for x in b_k]
+                self.count("fused k-slice loads")
+            if Bp is not None:
+                Bp_k = Bp[k]
+            for m in range(M):
+                if a_k is not None:
+                    a = prep(a_k[m], a_ty)
+                elif A.uniform:
+                    a = prep(A.regs[m][k], a_ty)
+                else:
+                    a = self.shuffle(prep(A.regs[m][g], a_ty), I32(lane))
+                for j in range(G):
+                    if isint:
+                        acc[m][j] = b.add(acc[m][j], b.mul(a, Bp_k[j]))
+                    else:
+                        acc[m][j] = self.fma(a, Bp_k[j], acc[m][j])
+        self.count("fma" if not isint else "int mul+add", M * K * G)
+        return Vec((M, N), rt, acc)
+
+    def _tf32(self, x):
+        b = self.b
+        u = b.bitcast(x, I32)
+        r = b.and_(b.add(b.add(u, I32(0xFFF)), b.and_(b.lshr(u, I32(13)), I32(1))), I32(0xFFFFE000 - (1 << 32)))
+        return b.bitcast(r, F32)
+
+    def _combine(self, kind: str, et: ScalarType, x, y):
+        name = _REDUCE_OP[kind][0 if et.is_float else 1]
+        b = self.b
+        if name is None:
+            raise CompilerError(f"reduction <{kind}> on {et} is not supported")
+        if et.is_float:
+            if name in _OCL_MATH:
+                return self.round_to(et, self.call(_OCL_MATH[name][0], F32, [x, y]))
+            return self.round_to(et, getattr(b, _BINARY_LL[name][0])(x, y))
+        sname = _BINARY_LL[name][1 if et.is_signed else 2]
+        if sname in ("smax", "smin", "umax", "umin"):
+            cmp = b.icmp_signed if sname[0] == "s" else b.icmp_unsigned
+            return b.select(cmp(">" if sname.endswith("max") else "<", x, y), x, y)
+        return getattr(b, sname)(x, y)
+
+    def _identity(self, kind, et):
+        if kind in ("max", "min"):
+            if et.is_float:
+                return ir.Constant(F32, float("-inf") if kind == "max" else float("inf"))
+            bits = et.bitwidth
+            if et.is_signed:
+                v = -(1 << (bits - 1)) if kind == "max" else (1 << (bits - 1)) - 1
+            else:
+                v = 0 if kind == "max" else (1 << bits) - 1
+            return ir.Constant(reg_type(et), _signed(v, bits))
+        v = _REDUCE_IDENTITY[kind]
+        if et.is_float:
+            return ir.Constant(F32, float(v))
+        return ir.Constant(reg_type(et), _signed(v, et.bitwidth))
+
+    def op_xetile_tile_reduce(self, op):
+        X: Vec = self.env[id(op.operands[0])]
+        kind = op.attributes["kind"]
+        dim = op.attributes["dims"][0]
+        et = X.dtype
+        R, C = X.shape
+        G = self.col_groups(C)
+        b = self.b
+        if dim == 0:
+            regs = list(X.regs[0])
+            for r in range(1, R):
+                regs = [self._combine(kind, et, x, y) for x, y in zip(regs, X.regs[r])]
+            return Vec((1, C), et, [regs])
+        ident = self._identity(kind, et)
+        out = []
+        for r in range(R):
+            acc = None
+            for g in range(G):
+                v = X.regs[r][g]
+                cv = self.col_valid(C, g)
+                if cv is not None:
+                    v = b.select(cv, v, ident)
+                acc = v if acc is None else self._combine(kind, et, acc, v)
+            step = 1
+            while step < self.S:
+                other = self.shuffle(acc, b.xor(self.lane32, I32(step)))
+                acc = self._combine(kind, et, acc, other)
+                step *= 2
+            out.append([acc])
+        self.count("butterfly reduction rows", R)
+        return Vec((R, 1), et, out)
+
+    def op_xetile_tile_broadcast(self, op):
+        X: Vec = self.env[id(op.operands[0])]
+        dims = op.attributes["dims"]
+        R, C = op.result.type.shape
+        G = self.col_groups(C)
+        regs = []
+        for r in range(R):
+            sr = 0 if 0 in dims else r
+            if 1 in dims:
+                regs.append([X.regs[sr][0]] * G)
+            else:
+                regs.append(list(X.regs[sr]))
+        return Vec((R, C), X.dtype, regs)
+
+    def op_xetile_convert_layout(self, op):
+        return self.env[id(op.operands[0])]
+
+    def _slm(self, ty: ir.Type, n: int) -> ir.GlobalVariable:
+        arr_t = ir.ArrayType(ty, n)
+        g = ir.GlobalVariable(self.module, arr_t, f"slm{self._slm_count}", addrspace=bi.LOCAL_AS)
+        g.linkage = "internal"
+        g.initializer = ir.Constant(arr_t, ir.Undefined)  # Workgroup variables take no initializer
+        g.align = 16
+        g.type = bi.LOCAL  # an opaque pointer, so GEPs name the element type
+        self._slm_count += 1
+        self.report.slm_bytes += n * (ty.width // 8 if isinstance(ty, ir.IntType) else 4)
+        return g
+
+    def op_xetile_tile_transpose(self, op):
+        X: Vec = self.env[id(op.operands[0])]
+        R, C = X.shape
+        b = self.b
+        ty = reg_type(X.dtype)
+        if ty == I1:
+            raise self.err(op, "tile_transpose of i1 vectors is not supported")
+        slm = self._slm(ty, self.nsg * R * C)
+        sg = b.zext(bi.sub_group_id(b), I64)
+        base = b.mul(sg, I64(R * C))
+        bi.barrier(b)
+        for r in range(R):
+            for g in range(self.col_groups(C)):
+                cv = self.col_valid(C, g)
+                idx = b.add(base, b.add(I64(r * C), self.col_index(C, g)))
+                ptr = b.gep(slm, [idx], source_etype=ty)
+                if cv is None:
+                    b.store(X.regs[r][g], ptr)
+                else:
+                    with b.if_then(cv):
+                        b.store(X.regs[r][g], ptr)
+        bi.barrier(b)
+        # result [C, R]: lane owns result columns = source rows
+        regs = []
+        for c in range(C):
+            row = []
+            for g in range(self.col_groups(R)):
+                rr = self.col_index(R, g)
+                if R >= self.S and R % self.S:
+                    rr = b.select(self.col_valid(R, g), rr, I64(0))
+                idx = b.add(base, b.add(b.mul(rr, I64(C)), I64(c)))
+                row.append(b.load(b.gep(slm, [idx], source_etype=ty), typ=ty))
+            regs.append(row)
+        self.count("SLM transpose (store, barrier, load)")
+        return Vec((C, R), X.dtype, regs)
+
+    # --- control flow ------------------------------------------------------------------------------
+    def op_scf_for(self, op):
+        b = self.b
+        lb, ub, step, *inits = (self.env[id(v)] for v in op.operands)
+        body = op.regions[0].block
+        flats = [self._flatten(v) for v in inits]
+        pre = b.block
+        header = b.append_basic_block("for_header")
+        body_bb = b.append_basic_block("for_body")
+        exit_bb = b.append_basic_block("for_exit")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(I64, name="iv")
+        iv.add_incoming(lb, pre)
+        phis = []
+        for vals in flats:
+            ps = []
+            for x in vals:
+                p = b.phi(x.type)
+                p.add_incoming(x, pre)
+                ps.append(p)
+            phis.append(ps)
+        b.cbranch(b.icmp_signed("<", iv, ub), body_bb, exit_bb)
+        b.position_at_end(body_bb)
+        self.env[id(body.args[0])] = iv
+        for a, init, ps in zip(body.args[1:], inits, phis):
+            self.env[id(a)] = self._rebuild(init, ps)
+        yielded = self.lower_block(body.ops)
+        latch = b.block
+        iv.add_incoming(b.add(iv, step), latch)
+        for ps, y in zip(phis, yielded):
+            ys = self._flatten(y)
+            for p, v in zip(ps, ys):
+                p.add_incoming(v, latch)
+        b.branch(header)
+        b.position_at_end(exit_bb)
+        return [self._rebuild(init, ps) for init, ps in zip(inits, phis)]
+
+    def _flatten(self, v):
+        if isinstance(v, (Vec, Tile)):
+            return v.flat()
+        if isinstance(v, ir.Value):
+            return [v]
+        raise CompilerError(f"cannot carry {type(v).__name__} through a loop")
+
+    def _rebuild(self, like, vals):
+        if isinstance(like, (Vec, Tile)):
+            return like.rebuild(list(vals))
+        return vals[0]
+
+
+def written_arrays(fn: Function) -> set[int]:
+    """ids of the array arguments a function stores to (store_tile, atomic_rmw_tile, store_scatter)."""
+    def root(v: Value) -> Value:
+        while not isinstance(v.type, ArrayType):
+            if isinstance(v, BlockArgument):
+                v = v.block.parent.parent.operands[2 + v.index]
+            else:
+                v = v.op.operands[0]
+        return v
+    out = set()
+    for op in fn.walk():
+        if op.name in ("xetile.store_tile", "xetile.atomic_rmw_tile"):
+            out.add(id(root(op.operands[1])))
+        elif op.name == "xetile.store_scatter":
+            out.add(id(root(op.operands[2])))
+    return out
+
+
+def kernel_abi(fn: Function, written: set[int] | None = None) -> tuple[list[str], list[tuple[int, str, str]]]:
+    """The kernel ABI (docs/compiler.md): runtime argument kinds and the expansion plan
+    ``(python_param_index, kind, what)``, what in ptr / shape<d> / stride<d> / value."""
+    written = written_arrays(fn) if written is None else written
+    kinds: list[str] = []
+    plan: list[tuple[int, str, str]] = []
+    for i, a in enumerate(fn.args):
+        t = a.type
+        if isinstance(t, ArrayType):
+            kind = "ptr" if id(a) in written else "ptr_in"
+            kinds.append(kind)
+            plan.append((i, kind, "ptr"))
+            for w in ("shape", "stride"):
+                for d in range(t.rank):
+                    kinds.append("i64")
+                    plan.append((i, "i64", f"{w}{d}"))
+        elif isinstance(t, ScalarType):
+            k = "f32" if t.is_float else "i64"
+            kinds.append(k)
+            plan.append((i, k, "value"))
+        else:
+            raise CompilerError(f"kernel argument {fn.arg_names[i]} of type {t} is not supported")
+    return kinds, plan
+
+
+def _signed(v: int, bits: int) -> int:
+    """``v`` wrapped to ``bits`` bits, as the signed number LLVM's constant syntax wants."""
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if bits > 1 and v >= 1 << (bits - 1) else v
+
+
+# (float op, signed int op, unsigned int op)
+_BINARY_LL = {
+    "arith.addf": ("fadd", None, None), "arith.subf": ("fsub", None, None),
+    "arith.mulf": ("fmul", None, None), "arith.divf": ("fdiv", None, None),
+    "arith.addi": (None, "add", "add"), "arith.subi": (None, "sub", "sub"),
+    "arith.muli": (None, "mul", "mul"), "arith.divsi": (None, "sdiv", "sdiv"),
+    "arith.divui": (None, "udiv", "udiv"), "arith.floordivsi": (None, "floordiv", "floordiv"),
+    "arith.remsi": (None, "srem", "srem"), "arith.remui": (None, "urem", "urem"),
+    "arith.maxsi": (None, "smax", "smax"), "arith.minsi": (None, "smin", "smin"),
+    "arith.maxui": (None, "umax", "umax"), "arith.minui": (None, "umin", "umin"),
+    "arith.andi": (None, "and_", "and_"), "arith.ori": (None, "or_", "or_"),
+    "arith.xori": (None, "xor", "xor"), "arith.shli": (None, "shl", "shl"),
+    "arith.shrsi": (None, "ashr", "ashr"), "arith.shrui": (None, "lshr", "lshr"),
+}
+_UNARY_LL = {"arith.negf", "math.absi"}
+
+for _c in ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
+           "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast"):
+    setattr(GenericLowering, "op_" + _c.replace(".", "_"), GenericLowering.op_cast)
+
+
+def lower(fn: Function, target, num_subgroups: int) -> GenericLowering:
+    """xetile-sg -> LLVM IR. Returns the lowering object (``.module``, ``.arg_kinds``,
+    ``.arg_plan``, ``.report``)."""
+    lw = GenericLowering(fn, target, num_subgroups)
+    lw.run()
+    return lw

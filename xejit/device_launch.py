@@ -1,0 +1,132 @@
+"""The device path of ``kernel[grid](...)``: compile (cached) and launch on a dpctl device.
+
+``compile_and_launch(kernel, module, grid, args, options)`` is what ``xejit.jit._compile_and_launch``
+calls. Compiled SPIR-V and its ABI are cached in :func:`xejit.runtime.cache.default_cache` under
+a key of the kernel source hash, the specialization, the target, the options and the versions of
+xejit and llvmlite; built programs are cached per process by the runtime.
+
+The target is the device's (``generic`` on the CPU device) unless ``XEJIT_EMULATE=<target>``
+asks for an emulated DPAS target.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from .codegen.compiler import compile_kernel
+from .codegen.errors import ArgumentError
+from .ir.core import Module
+
+_memo: dict[str, tuple[Any, tuple, list, tuple]] = {}
+
+
+def _versions() -> tuple[str, str]:
+    import llvmlite
+
+    from . import __version__
+    return __version__, llvmlite.__version__
+
+
+_compiler_hash: str | None = None
+
+
+def compiler_hash() -> str:
+    """A hash of the compiler's own sources (xejit/codegen, xejit/ir), so that a changed compiler
+    never reuses SPIR-V from the disk cache (the version number alone does not change in development)."""
+    global _compiler_hash
+    if _compiler_hash is None:
+        import hashlib
+        import pathlib
+        h = hashlib.sha256()
+        root = pathlib.Path(__file__).parent
+        for sub in ("codegen", "ir"):
+            for p in sorted((root / sub).rglob("*.py")):
+                h.update(p.read_bytes())
+        _compiler_hash = h.hexdigest()[:16]
+    return _compiler_hash
+
+
+def cache_key(kernel, module: Module, target: str, options: dict, emulate: bool) -> str:
+    from .runtime.cache import key_of
+    return key_of("xejit-spv-v1", getattr(kernel, "source_hash", module.functions[0].name),
+                  module.attributes.get("specialization"), target, tuple(sorted(options.items())),
+                  emulate, *_versions(), compiler_hash())
+
+
+def compiled(kernel, module: Module, options: dict, device=None):
+    """(runtime kernel, signature, arg plan, workgroup size) for ``module`` on ``device``."""
+    from .runtime import build_program, default_cache, default_device
+
+    device = device or default_device()
+    emulate_target = os.environ.get("XEJIT_EMULATE")
+    target = emulate_target or device.target
+    key = cache_key(kernel, module, target, options, bool(emulate_target))
+    got = _memo.get(key)
+    if got is not None:
+        return got
+    cache = default_cache()
+    blob = cache.get(key)
+    meta = None
+    if blob is not None:
+        try:
+            meta = json.loads(blob.decode())
+            spv = base64.b64decode(meta["spv"])
+        except (ValueError, KeyError):
+            meta = None
+    if meta is None:
+        ck = compile_kernel(module, target, num_subgroups=options.get("num_subgroups"),
+                            num_stages=options.get("num_stages", 3),
+                            grf_mode=options.get("grf_mode", "default"), emulate=bool(emulate_target))
+        spv = ck.spv
+        meta = {"spv": base64.b64encode(spv).decode(), "name": ck.name, "signature": list(ck.signature),
+                "arg_plan": [list(p) for p in ck.arg_plan], "workgroup_size": list(ck.workgroup_size)}
+        cache.put(key, json.dumps(meta).encode())
+    prog = build_program(spv, device, validate=False)  # compile_kernel validated it
+    rk = prog.kernel(meta["name"], tuple(meta["signature"]))
+    got = (rk, tuple(meta["signature"]), [tuple(p) for p in meta["arg_plan"]], tuple(meta["workgroup_size"]))
+    _memo[key] = got
+    return got
+
+
+def _facts(x):
+    from .jit import array_facts
+    _, shape, strides, _ = array_facts(x)
+    return shape, strides
+
+
+def expand_args(plan, args: list) -> list:
+    """The kernel's runtime arguments from the Python call's runtime arguments (ABI expansion)."""
+    out, facts = [], {}
+    for i, kind, what in plan:
+        v = args[i]
+        if what == "ptr":
+            out.append(v)
+        elif what == "value":
+            out.append(float(v) if kind == "f32" else int(v))
+        else:
+            if i not in facts:
+                facts[i] = _facts(v)
+            shape, strides = facts[i]
+            d = int(what[-1])
+            out.append(int(shape[d]) if what.startswith("shape") else int(strides[d]))
+    return out
+
+
+def compile_and_launch(kernel, module: Module, grid: tuple[int, ...], args: list, options: dict) -> None:
+    """Compile ``module`` for the default device (cached) and run it on ``grid`` workgroups."""
+    grid = tuple(int(g) for g in grid)
+    if not 1 <= len(grid) <= 3:
+        raise ArgumentError(f"grid must have 1 to 3 sizes, got {grid}")
+    if any(g == 0 for g in grid):
+        return
+    rk, sig, plan, wg = compiled(kernel, module, options)
+    block = tuple(wg[:len(grid)])
+    # The runtime takes OpenCL order (it reverses for dpctl's SYCL ranges): program_id(0) is axis 0.
+    rk.launch(grid, block, *expand_args(plan, list(args)))
+
+
+__all__ = ["compile_and_launch", "compiled", "expand_args", "cache_key", "np"]
