@@ -256,6 +256,23 @@ class Kernel:
         params, _, options, key = self.bind(args, kwargs)
         return self._module(params, options, key)
 
+    def compile(self, *args, target: str | None = None, emulate: bool = False, **kwargs):
+        """Compile for ``target`` (default: the current device's) without launching.
+
+        Works for every target whether or not its hardware is present; the result has
+        ``.asm["xetile" | "xetile-sg" | "xegpu" | "llir" | "spvasm" | "spv"]``, ``.report()`` and
+        ``.timings``. Arguments may be real arrays or anything with the same dtype/rank/layout.
+        """
+        from .codegen.compiler import compile_kernel
+
+        params, _, options, key = self.bind(args, kwargs)
+        mod = self._module(params, options, key)
+        if target is None:
+            from .runtime import default_device
+            target = default_device().target
+        return compile_kernel(mod, target, num_subgroups=options["num_subgroups"],
+                              num_stages=options["num_stages"], grf_mode=options["grf_mode"], emulate=emulate)
+
     def ir_text(self, *args, **kwargs) -> str:
         """The XeTile IR for these arguments as MLIR-like text."""
         return print_module(self.compile_ir(*args, **kwargs))
