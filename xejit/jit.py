@@ -70,7 +70,8 @@ def array_facts(x: Any) -> tuple[ScalarType, tuple[int, ...], tuple[int, ...], i
     try:
         dt = scalar_type_from_numpy(arr.dtype)
     except KeyError:
-        raise XejitError(f"unsupported array dtype {arr.dtype}") from None
+        raise XejitError(f"unsupported array dtype {arr.dtype} (kernels take bfloat16, float16, float32, "
+                         f"int8, uint8, int32, int64 arrays)") from None
     return (dt, arr.shape, tuple(s // arr.itemsize for s in arr.strides),
             arr.__array_interface__["data"][0])
 
@@ -230,7 +231,10 @@ class Kernel:
                 params.append(Param(p.name, value=v))
                 key.append((p.name, "constexpr", _hashable(v)))
             else:
-                spec = specialize_arg(v)
+                try:
+                    spec = specialize_arg(v)
+                except XejitError as e:
+                    raise XejitError(f"{self.fn.__name__}: argument {p.name!r}: {e}") from None
                 t = spec.ir_type() if isinstance(spec, ArraySpec) else (index if spec == "int" else f32)
                 params.append(Param(p.name, t))
                 runtime.append((v, spec))
