@@ -7,5 +7,10 @@ from . import language  # noqa: E402
 from .errors import CompilationError, DeviceCompilationNotImplemented, XejitError  # noqa: E402
 from .jit import Kernel, kernel  # noqa: E402
 from .language import cdiv, inline  # noqa: E402
+from .autotuner import Autotuner, Config, autotune  # noqa: E402
+from .matmul import matmul  # noqa: E402
 
+import sys as _sys  # noqa: E402
 
+if "torch" in _sys.modules:  # register torch.ops.xejit.matmul without importing torch ourselves
+    from . import torch_ops  # noqa: E402,F401

@@ -1,0 +1,483 @@
+"""xejit's benchmark: GEMM GFLOP/s against numpy and torch, compile latency, launch overhead,
+autotuning time and first-call latency, on the current device, in one run.
+
+Run from the repository root:
+
+    python benchmarks/run.py            # full run (square 256..2048, LLM-like shapes scaled down)
+    python benchmarks/run.py --quick    # about a minute
+    python -m benchmarks.run --quick    # the same
+
+Writes ``benchmarks/results/<device>-<date>.json`` (and ``latest.json``) and a PNG plot beside it,
+and prints a table. Every figure is a median of repeated runs after warm-up, measured in the same
+run as its references (numpy/OpenBLAS and torch on this CPU); the machine and its load are
+recorded. When DSL kernels cannot run on the device yet, the xejit columns say why instead of
+showing numbers (``--interpret`` runs them in the numpy interpreter, only to check the script).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+# (name, M, N, K): square, and LLM-like shapes scaled to what the CPU device runs in minutes.
+FULL_SHAPES = [
+    ("square-256", 256, 256, 256),
+    ("square-512", 512, 512, 512),
+    ("square-1024", 1024, 1024, 1024),
+    ("square-2048", 2048, 2048, 2048),
+    ("decode 1x4096x4096 -> 1x2048x2048", 1, 2048, 2048),
+    ("small-batch 8x2048x2048", 8, 2048, 2048),
+    ("prefill 8192x1024x4096 -> 2048x256x1024", 2048, 256, 1024),
+    ("mlp-up 512x2048x512", 512, 2048, 512),
+]
+QUICK_SHAPES = [
+    ("square-256", 256, 256, 256),
+    ("square-512", 512, 512, 512),
+    ("decode 1x1024x1024", 1, 1024, 1024),
+    ("prefill 1024x256x512", 1024, 256, 512),
+]
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+def median_time(fn: Callable[[], Any], *, warmup: int, budget_s: float, min_reps: int = 3,
+                max_reps: int = 200) -> float:
+    """Median seconds per call of ``fn`` after ``warmup`` calls, over a time budget. Sleeps
+    briefly first so that another library's spinning worker threads (OpenMP) have parked."""
+    time.sleep(0.3)
+    for _ in range(warmup):
+        t0 = time.perf_counter()
+        fn()
+        if time.perf_counter() - t0 > budget_s:   # a slow call: one warm-up is enough
+            break
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    n = max(min_reps, min(max_reps, int(budget_s / max(first, 1e-6))))
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def unavailable(e: BaseException | str) -> dict:
+    msg = e if isinstance(e, str) else f"{type(e).__name__}: {e}"
+    return {"unavailable": msg.splitlines()[0][:300]}
+
+
+def device_path_status() -> str | None:
+    """None when DSL kernels run on the device, else why not."""
+    import xejit
+    import xejit.language as xl
+
+    @xejit.kernel(interpret=False)
+    def probe(x, y, BN: xl.constexpr):
+        t = xl.load_tile(xl.init_tile(x, [0, 0], [1, BN]))
+        xl.store_tile(xl.init_tile(y, [0, 0], [1, BN]), t + 1.0)
+
+    try:
+        x = np.arange(16, dtype=np.float32)
+        y = np.zeros_like(x)
+        probe[(1,)](x, y, BN=16)
+        return None if np.array_equal(y, x + 1) else "wrong results from the device path"
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}".splitlines()[0]
+
+
+def machine() -> dict:
+    import xejit
+    from xejit.runtime import default_device
+    d = default_device()
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+    import dpctl
+    return {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cpu": cpu, "cores": os.cpu_count(),
+            "loadavg_start": os.getloadavg(), "python": platform.python_version(),
+            "device": d.name, "device_filter": d.filter_string, "target": d.target,
+            "driver": str(d.sycl_device.driver_version), "xejit": xejit.__version__,
+            "numpy": np.__version__, "torch": torch.__version__, "dpctl": dpctl.__version__,
+            "torch_threads": torch.get_num_threads()}
+
+
+# --- GEMM throughput --------------------------------------------------------------------------
+
+def reference_rows(shapes, dtypes, budget_s: float) -> list[dict]:
+    """numpy and torch GFLOP/s, measured in this process, which must not have loaded the OpenCL
+    runtime: its worker threads keep the cores busy after a kernel ran (numpy 512^3 fp32 fell
+    from 174 to 11 GFLOP/s in the same process after one xejit launch on this machine)."""
+    import torch
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, M, N, K in shapes:
+        flop = 2.0 * M * N * K
+        a64 = rng.standard_normal((M, K)) + 0.1
+        b64 = rng.standard_normal((K, N)) + 0.1
+        for dtype in dtypes:
+            row: dict[str, Any] = {"shape": name, "M": M, "N": N, "K": K, "dtype": dtype}
+            if dtype == "float32":
+                na, nb = a64.astype(np.float32), b64.astype(np.float32)
+                row["numpy_gflops"] = flop / median_time(lambda: na @ nb, warmup=3, budget_s=budget_s) / 1e9
+            else:
+                row["numpy_gflops"] = None  # numpy has no bfloat16
+            tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+            ta, tb = torch.from_numpy(a64).to(tdt), torch.from_numpy(b64).to(tdt)
+            row["torch_gflops"] = flop / median_time(lambda: torch.matmul(ta, tb), warmup=3,
+                                                     budget_s=budget_s) / 1e9
+            rows.append(row)
+    return rows
+
+
+def references_in_subprocess(shapes, dtypes, budget_s: float) -> list[dict]:
+    arg = json.dumps([shapes, dtypes, budget_s])
+    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--references-only", arg],
+                       capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        raise RuntimeError(f"reference measurement failed: {p.stderr.strip()[-500:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def gemm_rows(shapes, dtypes, budget_s: float, use_xejit: bool) -> list[dict]:
+    """Reference GFLOP/s (in a subprocess, first), then xejit's in this process: first call
+    (autotuning with an empty cache, compile), then the median of repeated calls."""
+    import torch
+    import xejit
+    from xejit.matmul import gemm_tuner
+    from xejit.runtime import usm
+    rows = references_in_subprocess(shapes, dtypes, budget_s)
+    rng = np.random.default_rng(0)
+    inputs = {}
+    for name, M, N, K in shapes:
+        inputs[name] = (rng.standard_normal((M, K)) + 0.1, rng.standard_normal((K, N)) + 0.1)
+    for row in rows:
+        M, N, K, dtype = row["M"], row["N"], row["K"], row["dtype"]
+        flop = 2.0 * M * N * K
+        if not use_xejit:
+            row["xejit"] = unavailable(XEJIT_REASON)
+            print(_fmt_row(row), flush=True)
+            continue
+        a64, b64 = inputs[row["shape"]]
+        try:
+            if dtype == "float32":   # USM shared memory: no copies on the way in
+                xa, xb = usm.asarray(a64.astype(np.float32)), usm.asarray(b64.astype(np.float32))
+                short = "f32"
+            else:                    # torch CPU tensors go through USM staging copies
+                xa, xb = (torch.from_numpy(x).to(torch.bfloat16) for x in (a64, b64))
+                short = "bf16"
+            t0 = time.perf_counter()
+            c = xejit.matmul(xa, xb)           # tunes (empty cache) and compiles
+            first = time.perf_counter() - t0
+            tuner = gemm_tuner()
+            rec = next((r for r in tuner.records.values()
+                        if r.key[:3] == (M, N, K) and ("a", short, (1, 0)) in r.key), None)
+            secs = median_time(lambda: xejit.matmul(xa, xb), warmup=1, budget_s=budget_s)
+            row["xejit_gflops"] = flop / secs / 1e9
+            row["xejit_first_call_s"] = first
+            got = c.double().numpy() if isinstance(c, torch.Tensor) else np.asarray(c, np.float64)
+            ref = a64 @ b64 if dtype == "float32" else (
+                xa.double().numpy() @ xb.double().numpy())
+            row["xejit_rel_err"] = float(np.abs(got - ref).max() / np.abs(ref).max())
+            if rec is not None:
+                row["autotune_s"] = rec.tuning_time_s
+                row["autotune_from_disk"] = rec.from_disk
+                row["config"] = repr(rec.best)
+                row["configs_timed"] = len(rec.timings)
+                row["configs_failed"] = [f"{c}: {r}" for c, r in rec.failed]
+                row["configs_pruned"] = len(rec.pruned)
+        except Exception as e:  # noqa: BLE001  (a benchmark reports, it does not stop)
+            row["xejit"] = unavailable(e)
+        print(_fmt_row(row), flush=True)
+    return rows
+
+
+def _fmt_row(r: dict) -> str:
+    def g(k):
+        v = r.get(k)
+        return f"{v:8.1f}" if isinstance(v, (int, float)) else f"{'-':>8}"
+    x = g("xejit_gflops") if "xejit_gflops" in r else f"{'n/a':>8}"
+    tune = f"{r['autotune_s']:.2f}s" if "autotune_s" in r else "-"
+    return f"{r['shape']:<42} {r['dtype']:<9} {g('numpy_gflops')} {g('torch_gflops')} {x}   tune {tune}"
+
+
+# --- compile latency --------------------------------------------------------------------------
+
+_COMPILE_PROBE = r"""
+import json, sys, time
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+import numpy as np, xejit
+from xejit.kernels.gemm import gemm_kernel
+from xejit.codegen.compiler import compile_kernel
+from xejit.runtime import build_program, default_device
+dev = default_device()
+t_import = time.perf_counter() - t0
+a = np.zeros((512, 512), np.float32)
+out = {{"import_and_device_s": t_import}}
+for label, (bm, bn, bk, sg) in (("cold", {cold}), ("warm", {warm})):
+    t = time.perf_counter()
+    mod = gemm_kernel.compile_ir(a, a, a, a, 512, 512, 512, BM=bm, BN=bn, BK=bk, num_subgroups=sg)
+    stages = {{"frontend": time.perf_counter() - t}}
+    ck = compile_kernel(mod, dev.target)
+    stages.update(ck.timings)
+    t = time.perf_counter()
+    build_program(ck.spv, dev, validate=False)
+    stages["driver_build"] = time.perf_counter() - t
+    stages["total"] = sum(v for k, v in stages.items())
+    out[label] = stages
+print(json.dumps(out))
+"""
+
+
+def compile_latency(repeats: int, cold: tuple, warm: tuple) -> dict:
+    """Per-stage compile times of the GEMM kernel: the first compile in a fresh process (cold,
+    config ``cold`` = (BM, BN, BK, num_subgroups)) and a second specialization in the same
+    process (warm, config ``warm``); medians over ``repeats`` fresh processes."""
+    runs = []
+    for _ in range(repeats):
+        code = _COMPILE_PROBE.format(root=str(ROOT), cold=tuple(cold), warm=tuple(warm))
+        p = subprocess.run([sys.executable, "-c", code],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            return unavailable(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed")
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    out: dict[str, Any] = {"repeats": repeats, "configs": {"cold": cold, "warm": warm},
+                           "import_and_device_s": statistics.median(r["import_and_device_s"] for r in runs)}
+    for label in ("cold", "warm"):
+        keys = runs[0][label].keys()
+        out[label] = {k: statistics.median(r[label][k] for r in runs) for k in keys}
+    return out
+
+
+# --- launch overhead --------------------------------------------------------------------------
+
+def launch_overhead(n: int) -> dict:
+    """Median of ``n`` launches of a small DSL kernel through ``kernel[grid](...)`` against a bare
+    dpctl ``queue.submit(...).wait()`` of the same SPIR-V kernel with pre-marshalled arguments."""
+    import xejit
+    import xejit.language as xl
+    from xejit.runtime import default_device, usm
+    from xejit.runtime.launch import _marshal
+
+    @xejit.kernel(interpret=False)
+    def add1(x, y, BN: xl.constexpr):
+        off = xl.program_id(0) * BN
+        t = xl.load_tile(xl.init_tile(x, [0, off], [1, BN]))
+        xl.store_tile(xl.init_tile(y, [0, off], [1, BN]), t + 1.0)
+
+    size, bn = 4096, 256
+    x = usm.asarray(np.ones(size, np.float32))
+    y = usm.empty(size, np.float32)
+    grid = (size // bn,)
+
+    def timed(fn):
+        for _ in range(50):
+            fn()
+        ts = []
+        for _ in range(n):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+        return statistics.median(ts) * 1e6
+
+    from xejit import device_launch
+    dev = default_device()
+    params, _, options, key = add1.bind([x, y], {"BN": bn, "num_subgroups": 1})
+    rk, _, plan, wg = device_launch.compiled(add1, add1._module(params, options, key), options)
+    q = dev.queue
+    raw = _marshal(rk, device_launch.expand_args(plan, [x, y])).args   # marshalled once, outside the loop
+    local = [wg[0]]
+    glob = [grid[0] * wg[0]]
+    k = rk
+    bare = timed(lambda: q.submit(k.sycl_kernel, raw, glob, local).wait())
+    xej = timed(lambda: (add1[grid](x, y, BN=bn, num_subgroups=1), q.wait()))
+    return {"launches": n, "bare_dpctl_us": bare, "xejit_us": xej, "overhead_us": xej - bare}
+
+
+# --- first-call latency -----------------------------------------------------------------------
+
+_FIRST_CALL = r"""
+import json, sys, time
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+import numpy as np, xejit
+t1 = time.perf_counter()
+a = np.ones((512, 512), np.float32)
+xejit.matmul(a, a)
+t2 = time.perf_counter()
+xejit.matmul(a, a)
+t3 = time.perf_counter()
+print(json.dumps({{"import_s": t1 - t0, "first_call_s": t2 - t1, "second_call_s": t3 - t2}}))
+"""
+
+
+def first_call_latency(interpret: bool) -> dict:
+    """``xejit.matmul`` 512^3 fp32 in fresh processes: with an empty cache directory (cold: compile
+    and tune) and again with the cache it left (warm: choices and binaries from disk)."""
+    env = dict(os.environ)
+    if interpret:
+        env["XEJIT_INTERPRET"] = "1"
+    with tempfile.TemporaryDirectory() as cache:
+        env["XEJIT_CACHE_DIR"] = cache
+        out = {}
+        for label in ("cold", "warm"):
+            p = subprocess.run([sys.executable, "-c", _FIRST_CALL.format(root=str(ROOT))], env=env,
+                               capture_output=True, text=True, timeout=900)
+            if p.returncode != 0:
+                return unavailable(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed")
+            out[label] = json.loads(p.stdout.strip().splitlines()[-1])
+    return out
+
+
+# --- plot -------------------------------------------------------------------------------------
+
+def plot(rows: list[dict], path: Path, title: str) -> str | None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install 'xejit[bench]')"
+    dtypes = sorted({r["dtype"] for r in rows}, reverse=True)
+    fig, axes = plt.subplots(len(dtypes), 1, figsize=(11, 3.6 * len(dtypes)), squeeze=False)
+    for ax, dt in zip(axes[:, 0], dtypes):
+        rs = [r for r in rows if r["dtype"] == dt]
+        xs = np.arange(len(rs))
+        series = [("numpy", "numpy_gflops"), ("torch", "torch_gflops"), ("xejit", "xejit_gflops")]
+        w = 0.27
+        for i, (label, key) in enumerate(series):
+            vals = [r.get(key) or 0.0 for r in rs]
+            ax.bar(xs + (i - 1) * w, vals, w, label=label)
+        ax.set_xticks(xs, [r["shape"].split(" ->")[0] for r in rs], rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel("GFLOP/s")
+        ax.set_title(f"{dt}")
+        ax.legend(fontsize=8)
+        if not any(r.get("xejit_gflops") for r in rs):
+            ax.text(0.5, 0.9, "xejit: " + str(rs[0].get("xejit", {}).get("unavailable", "n/a"))[:90],
+                    transform=ax.transAxes, ha="center", fontsize=7, color="gray")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+# --- main -------------------------------------------------------------------------------------
+
+XEJIT_REASON = ""
+
+
+def main(argv: list[str] | None = None) -> dict:
+    global XEJIT_REASON
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small shapes and short budgets (about a minute)")
+    p.add_argument("--interpret", action="store_true",
+                   help="run xejit kernels in the numpy interpreter (checks the script; numbers are meaningless)")
+    p.add_argument("--launches", type=int, default=1000)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--references-only", metavar="JSON", help=argparse.SUPPRESS)
+    p.add_argument("--keep-cache", action="store_true",
+                   help="use XEJIT_CACHE_DIR as it is (default: an empty one, so tuning is measured)")
+    args = p.parse_args(argv)
+    if args.references_only:   # the child process of reference_rows: no xejit, no OpenCL runtime
+        print(json.dumps(reference_rows(*json.loads(args.references_only))))
+        return {}
+    if not args.keep_cache:
+        os.environ["XEJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="xejit-bench-cache-")
+
+    t_start = time.perf_counter()
+    if args.interpret:
+        os.environ["XEJIT_INTERPRET"] = "1"
+    status = device_path_status()
+    use_xejit = status is None or args.interpret
+    XEJIT_REASON = f"DSL kernels do not run on the device yet ({status})" if status else ""
+    shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
+    if args.interpret:
+        shapes = [s for s in shapes if s[1] * s[2] * s[3] <= 512 ** 3][:2]
+    dtypes = ["float32"] if args.quick else ["float32", "bfloat16"]
+    budget = 0.3 if args.quick else 1.0
+
+    info = machine()
+    info["backend"] = "interpreter" if args.interpret else ("device" if status is None else "none")
+    if status:
+        info["device_path"] = status
+    print(f"xejit benchmark on {info['device']} (target {info['target']}), {info['cores']} cores, "
+          f"load {info['loadavg_start']}; xejit kernels: {info['backend']}"
+          + (f" -- {status}" if status and not args.interpret else ""), flush=True)
+    print(f"{'shape':<42} {'dtype':<9} {'numpy':>8} {'torch':>8} {'xejit':>8}   (GFLOP/s)", flush=True)
+    results: dict[str, Any] = {"machine": info, "quick": args.quick}
+    results["gemm"] = gemm_rows(shapes, dtypes, budget, use_xejit)
+
+    # two configs of the generic space (the CPU driver's build time grows fast with the tile)
+    results["compile_latency"] = compile_latency(1 if args.quick else 3, (8, 32, 8, 2), (4, 32, 16, 1))
+    cl = results["compile_latency"]
+    if "cold" in cl:
+        for label in ("cold", "warm"):
+            print(f"compile {label}: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in cl[label].items()))
+    else:
+        print(f"compile latency: {cl['unavailable']}")
+
+    if use_xejit and not args.interpret:
+        try:
+            results["launch_overhead"] = launch_overhead(args.launches)
+        except Exception as e:  # noqa: BLE001
+            results["launch_overhead"] = unavailable(e)
+    else:
+        results["launch_overhead"] = unavailable(XEJIT_REASON or "not measured under the interpreter")
+    lo = results["launch_overhead"]
+    print("launch: " + (f"bare dpctl {lo['bare_dpctl_us']:.1f} us, xejit {lo['xejit_us']:.1f} us "
+                        f"(+{lo['overhead_us']:.1f} us), median of {lo['launches']}"
+                        if "xejit_us" in lo else lo["unavailable"]))
+
+    if use_xejit:
+        results["first_call"] = first_call_latency(args.interpret)
+    else:
+        results["first_call"] = unavailable(XEJIT_REASON)
+    fc = results["first_call"]
+    print("first xejit.matmul 512^3 fp32 (fresh process): " + (
+        f"cold {fc['cold']['first_call_s'] * 1e3:.0f} ms, warm {fc['warm']['first_call_s'] * 1e3:.0f} ms, "
+        f"later calls {fc['warm']['second_call_s'] * 1e3:.1f} ms" if "cold" in fc else fc["unavailable"]))
+    results["autotune_s_per_shape"] = {f"{r['shape']} {r['dtype']}": r.get("autotune_s")
+                                       for r in results["gemm"] if "autotune_s" in r}
+    info["loadavg_end"] = os.getloadavg()
+    results["wall_s"] = time.perf_counter() - t_start
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"{info['target']}-{time.strftime('%Y%m%d-%H%M%S')}" + ("-quick" if args.quick else "")
+    text = json.dumps(results, indent=1, default=str)
+    for name in (f"{stem}.json", "latest.json"):
+        tmp = args.out / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, args.out / name)
+    problem = plot(results["gemm"], args.out / f"{stem}.png",
+                   f"{info['device']} ({info['target']}), {info['cores']} cores, {info['date']}, "
+                   f"xejit: {info['backend']}")
+    print(f"wrote {args.out / (stem + '.json')}" + (f" (no plot: {problem})" if problem else
+                                                    f" and {stem}.png") + f" in {results['wall_s']:.0f} s")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""@xejit.autotune: choice of the fastest config, restore between trials, persistence, pruning."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xejit
+from xejit.autotuner import Config, estimate_gemm, gemm_resources
+from xejit.ir.core import bf16, f32
+from xejit.kernels.gemm import CONFIGS, gemm_kernel
+from tests.matmul.backend import requires_device
+from tests.autotune.tune_kernels import accumulate_kernel, repeat_kernel, repeat_reference
+
+ROOT = Path(__file__).resolve().parents[2]
+N = 1 << 16
+
+
+def _grid(meta):
+    return (xejit.cdiv(N, meta["BN"]),)
+
+
+def _tuned(kernel, repeats, rep=5, **kw):
+    configs = [Config({"BN": 1024, "REPEAT": r}, num_subgroups=1) for r in repeats]
+    return xejit.autotune(configs, key=["n"], warmup=1, rep=rep, **kw)(kernel)
+
+
+@requires_device
+def test_device_path_is_used():
+    """Skipped (with the reason) while DSL kernels cannot run on the device."""
+
+
+def test_picks_the_fastest_config():
+    tuned = _tuned(repeat_kernel, [32, 1, 16], cache_results=False, rep=20)
+    from xejit.runtime import usm
+    x = usm.asarray(np.random.default_rng(0).standard_normal(N).astype(np.float32) + 0.1)
+    y = usm.asarray(np.full(N, np.nan, np.float32))    # USM: no staging copies in the timings
+    tuned[_grid](x, y, N)
+    assert tuned.best_config.kwargs["REPEAT"] == 1, tuned.records
+    np.testing.assert_allclose(y, repeat_reference(x, 1), rtol=1e-5)
+    record = tuned.records[tuned.key_of({"x": x, "y": y, "n": N})]
+    assert len(record.timings) == 3 and not record.from_disk
+    # same key: the in-memory choice is reused, no new tuning
+    tuned.records.clear()
+    tuned[_grid](x, y, N)
+    assert tuned.records == {}
+
+
+def test_restore_value_between_trials():
+    tuned = _tuned(accumulate_kernel, [1, 4], restore_value=["y"], cache_results=False)
+    x = np.full(N, 2.0, np.float32)
+    y = np.full(N, 5.0, np.float32)
+    tuned[_grid](x, y, N)
+    np.testing.assert_array_equal(y, 7.0)  # the trials ran many times; only the real launch counts
+
+
+def test_reset_to_zero():
+    tuned = _tuned(accumulate_kernel, [1, 4], reset_to_zero=["y"], cache_results=False)
+    x = np.full(N, 2.0, np.float32)
+    y = np.full(N, 5.0, np.float32)
+    tuned[_grid](x, y, N)
+    np.testing.assert_array_equal(y, 2.0)  # zeroed after tuning, then y += x once
+
+
+def test_key_includes_values_and_dtypes():
+    tuned = _tuned(repeat_kernel, [1, 2], cache_results=False)
+    x32 = np.ones(N, np.float32)
+    k1 = tuned.key_of({"x": x32, "y": x32, "n": N})
+    k2 = tuned.key_of({"x": x32, "y": x32, "n": N // 2})
+    k3 = tuned.key_of({"x": x32.astype(np.float16), "y": x32, "n": N})
+    assert len({k1, k2, k3}) == 3
+
+
+_PROCESS = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {root!r})
+    import numpy as np, xejit, xejit.autotuner as at
+    from tests.autotune.tune_kernels import repeat_kernel, repeat_reference
+    calls = []
+    real = at.do_bench
+    at.do_bench = lambda *a, **k: calls.append(1) or real(*a, **k)
+    configs = [xejit.Config({{"BN": 1024, "REPEAT": r}}, num_subgroups=1) for r in (8, 1)]
+    tuned = xejit.autotune(configs, key=["n"], warmup=1, rep=5)(repeat_kernel)
+    x = np.ones({n}, np.float32); y = np.zeros_like(x)
+    tuned[lambda m: (xejit.cdiv({n}, m["BN"]),)](x, y, {n})
+    rec = next(iter(tuned.records.values()))
+    print(json.dumps({{"best": tuned.best_config.kwargs, "bench_calls": len(calls),
+                      "from_disk": rec.from_disk,
+                      "ok": bool(np.allclose(y, repeat_reference(x, tuned.best_config.kwargs["REPEAT"])))}}))
+""")
+
+
+def test_choice_persists_across_processes(tmp_path):
+    env = dict(os.environ, XEJIT_CACHE_DIR=str(tmp_path), XEJIT_PRINT_AUTOTUNING="1")
+    code = _PROCESS.format(root=str(ROOT), n=N)
+
+    def run():
+        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout.strip().splitlines()[-1]), p.stderr
+
+    first, err1 = run()
+    second, err2 = run()
+    assert first["bench_calls"] == 2 and not first["from_disk"] and first["ok"]
+    assert "chose" in err1
+    assert second["bench_calls"] == 0 and second["from_disk"] and second["ok"]
+    assert second["best"] == first["best"]
+    assert "from the disk cache" in err2
+
+
+def test_corrupt_cache_entry_retunes(tmp_path, monkeypatch):
+    monkeypatch.setenv("XEJIT_CACHE_DIR", str(tmp_path))
+    x = np.ones(N, np.float32)
+    y = np.zeros_like(x)
+    _tuned(repeat_kernel, [8, 1])[_grid](x, y, N)
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            f.write_bytes(f.read_bytes()[:-3])
+    from xejit.runtime.cache import default_cache
+    default_cache().clear_memory()  # as in a new process
+    fresh = _tuned(repeat_kernel, [8, 1])
+    fresh[_grid](x, y, N)
+    assert not next(iter(fresh.records.values())).from_disk
+
+
+def test_print_autotuning(monkeypatch, capsys):
+    monkeypatch.setenv("XEJIT_PRINT_AUTOTUNING", "1")
+    tuned = _tuned(repeat_kernel, [1, 8], cache_results=False)
+    x = np.ones(N, np.float32)
+    tuned[_grid](x, np.zeros_like(x), N)
+    err = capsys.readouterr().err
+    assert "repeat_kernel" in err and "chose Config(BN: 1024" in err
+
+
+# --- static pruning --------------------------------------------------------------------------
+
+def _gemm_args(dtype=np.float16):
+    a = np.zeros((512, 512), dtype)
+    c = np.zeros((512, 512), np.float32)
+    return {"a": a, "b": a, "bias": c, "c": c, "M": 512, "N": 512, "K": 512}
+
+
+def test_pruned_for_registers_with_reason():
+    big_default = Config({"BM": 256, "BN": 256, "BK": 32}, num_subgroups=32, grf_mode="default")
+    big_large = Config({"BM": 256, "BN": 256, "BK": 32}, num_subgroups=32, grf_mode="256")
+    tuned = xejit.autotune([big_default, big_large], key=["M"], resources=gemm_resources())(gemm_kernel)
+    keep, pruned = tuned.prune(_gemm_args(), target="pvc")
+    assert keep == [big_large]
+    (cfg, reason), = pruned
+    assert cfg == big_default
+    assert "registers" in reason and "pvc" in reason and "'default'" in reason
+
+
+def test_pruned_configs_never_run(monkeypatch, capsys):
+    monkeypatch.setenv("XEJIT_PRINT_AUTOTUNING", "1")
+    huge = Config({"BN": 1024, "REPEAT": 1000}, num_subgroups=1)
+
+    def resources(config, named, target):  # a model that finds one config too large
+        return ["needs 9999 registers"] if config.kwargs["REPEAT"] == 1000 else []
+
+    tuned = _tuned(repeat_kernel, [1, 8], cache_results=False, resources=resources)
+    tuned.configs.insert(0, huge)
+    x = np.ones(N, np.float32)
+    tuned[_grid](x, np.zeros_like(x), N)
+    record = next(iter(tuned.records.values()))
+    assert huge not in record.timings and len(record.timings) == 2
+    assert record.pruned == [(huge, f"does not fit {xejit.autotuner.current_target()}: needs 9999 registers")]
+    assert "pruned Config(BN: 1024, REPEAT: 1000" in capsys.readouterr().err
+
+
+def test_every_config_pruned_is_an_error():
+    cfg = Config({"BM": 256, "BN": 256, "BK": 32}, num_subgroups=32, grf_mode="default")
+    tuned = xejit.autotune([cfg, cfg], key=["M"], resources=gemm_resources())(gemm_kernel)
+    with pytest.raises(xejit.XejitError, match="no config fits target pvc"):
+        tuned.prune(_gemm_args(np.float32), target="pvc")
+
+
+def test_dpas_and_block_shape_checks():
+    est = estimate_gemm("pvc", 64, 24, 32, 1, "default", bf16, bf16, f32, f32)
+    assert any("DPAS N=16" in p for p in est["problems"])
+    est = estimate_gemm("pvc", 64, 64, 24, 4, "default", bf16, bf16, f32, f32)
+    assert any("DPAS K=16" in p for p in est["problems"])
+    est = estimate_gemm("pvc", 96, 64, 32, 5, "default", bf16, bf16, f32, f32)
+    assert est["problems"] == ["5 subgroups cannot split the 96x64 tile evenly"]
+    assert estimate_gemm("generic", 256, 256, 64, 1, "default", f32, f32, f32, f32)["problems"] == []
+
+
+@pytest.mark.parametrize("target", ["pvc", "bmg", "dg2"])
+def test_config_spaces_fit_their_targets_for_bf16(target):
+    for c in CONFIGS[target]:
+        est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
+                            c.grf_mode, bf16, bf16, bf16, f32)
+        assert est["problems"] == [], (c, est)
+
+
+def test_pvc_space_has_the_large_tile():
+    assert Config({"BM": 256, "BN": 256, "BK": 32}, num_subgroups=32, num_stages=3,
+                  grf_mode="256") in CONFIGS["pvc"]
+
+
+def test_usage_errors():
+    with pytest.raises(xejit.XejitError, match="'m' is not an argument"):
+        xejit.autotune([Config({"BN": 4})], key=["m"])(repeat_kernel)
+    with pytest.raises(xejit.XejitError, match="must wrap an @xejit.kernel"):
+        xejit.autotune([Config({"BN": 4})], key=["n"])(lambda x: x)
+    tuned = _tuned(repeat_kernel, [1, 2], cache_results=False)
+    x = np.ones(N, np.float32)
+    with pytest.raises(xejit.XejitError, match="tuned by @xejit.autotune"):
+        tuned[_grid](x, x, N, REPEAT=3)

@@ -1,0 +1,188 @@
+"""xejit.matmul against float64 references, with torch.matmul's shape rules; outputs poisoned."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import xejit
+from xejit.matmul import gemm_tuner
+from tests.matmul.backend import heavy_on_device, requires_device
+from tests.matmul.helpers import check, f64, poisoned, rand, reference
+
+M, N, K = 37, 45, 29          # not multiples of any tile: exercises the boundary handling
+DTYPES = [("float32", "numpy"), ("float16", "numpy"), ("int8", "numpy"),
+          ("float32", "torch"), ("float16", "torch"), ("bfloat16", "torch"), ("int8", "torch")]
+
+
+def _result_dtype(dtype):
+    return "int32" if dtype == "int8" else dtype
+
+
+def _t(x):
+    """Transpose the last two dims as a view (a column-major operand)."""
+    return x.mT if isinstance(x, torch.Tensor) else np.swapaxes(x, -1, -2)
+
+
+@requires_device
+def test_device_path_is_used():
+    """Skipped (with the reason) while DSL kernels cannot run on the device."""
+
+
+CORE = {("float32", "numpy", False, False), ("float32", "numpy", True, False), ("bfloat16", "torch", False, False)}
+LAYOUT_CASES = [heavy_on_device(d, lib, at, bt, core=(d, lib, at, bt) in CORE) for d, lib in DTYPES
+                for at, bt in [(False, False), (True, False), (False, True), (True, True)]]
+
+
+@pytest.mark.parametrize("dtype,lib,a_t,b_t", LAYOUT_CASES)
+def test_2d_layouts(dtype, lib, a_t, b_t):
+    rng = np.random.default_rng(hash((dtype, lib, a_t, b_t)) % 2**32)
+    a = _t(rand(rng, (K, M), dtype, lib)) if a_t else rand(rng, (M, K), dtype, lib)
+    b = _t(rand(rng, (N, K), dtype, lib)) if b_t else rand(rng, (K, N), dtype, lib)
+    out = poisoned((M, N), _result_dtype(dtype), lib)
+    r = xejit.matmul(a, b, out=out)
+    assert r is out
+    check(out, reference(a, b), _result_dtype(dtype))
+    check(xejit.matmul(a, b), reference(a, b), _result_dtype(dtype))
+
+
+def test_transposed_views_are_not_copied():
+    rng = np.random.default_rng(7)
+    a = rand(rng, (24, 40), "float32").T            # column-major view, no copy
+    b = rand(rng, (24 + 8, 56), "float32")[4:28]     # row-major slice with a pitch
+    before = set(gemm_tuner().kernel.cache)
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    new = [k for k in gemm_tuner().kernel.cache if k not in before]
+    specs = {name: spec for k in new for name, spec in (p for p in k if len(p) == 2 and hasattr(p[1], "order"))}
+    assert specs["a"].order == (0, 1) and specs["b"].order == (1, 0)
+
+
+def test_non_contiguous_strides_are_copied():
+    rng = np.random.default_rng(8)
+    a = rand(rng, (M, 2 * K), "float32")[:, ::2]     # neither row- nor column-major
+    b = rand(rng, (K, N), "float32")
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+
+
+BATCH_CASES = [
+    ((3, M, K), (K, N)),          # shared b: one launch over the stacked rows
+    ((3, M, K), (3, K, N)),
+    ((2, 1, M, K), (3, K, N)),    # broadcast batch dims
+    ((1, M, K), (2, 3, K, N)),
+    ((K,), (K, N)),               # 1-D operands
+    ((M, K), (K,)),
+    ((K,), (K,)),
+    ((2, M, K), (K,)),
+    ((K,), (2, K, N)),
+    ((0, M, K), (K, N)),          # empty batch
+]
+
+
+@pytest.mark.parametrize("a_shape,b_shape,dtype,lib", [
+    heavy_on_device(a, b, d, lib, core=d == "float32") for a, b in BATCH_CASES
+    for d, lib in [("float32", "numpy"), ("bfloat16", "torch"), ("int8", "torch")]])
+def test_batched_and_1d(a_shape, b_shape, dtype, lib):
+    rng = np.random.default_rng(len(a_shape) * 10 + len(b_shape))
+    a, b = rand(rng, a_shape, dtype, lib), rand(rng, b_shape, dtype, lib)
+    shape = torch.matmul(torch.empty(a_shape), torch.empty(b_shape)).shape
+    out = poisoned(tuple(shape), _result_dtype(dtype), lib)
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), _result_dtype(dtype))
+    r = xejit.matmul(a, b)
+    assert tuple(r.shape) == tuple(shape)
+    check(r, reference(a, b), _result_dtype(dtype))
+
+
+@pytest.mark.parametrize("case", [heavy_on_device("column-major a, b and out")])
+def test_batched_transposed_operands(case):
+    rng = np.random.default_rng(9)
+    a = _t(rand(rng, (2, K, M), "float32"))
+    b = _t(rand(rng, (2, N, K), "float32"))
+    out = _t(poisoned((2, N, M), "float32", "numpy"))  # column-major out slices: written in place
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), "float32")
+
+
+@pytest.mark.parametrize("activation,dtype,lib", [
+    heavy_on_device(act, d, lib, core=(act, d) == ("relu", "float32")) for act in (None, "relu", "gelu_tanh")
+    for d, lib in [("float32", "numpy"), ("float16", "numpy"), ("bfloat16", "torch")]])
+def test_bias_and_activation(activation, dtype, lib):
+    rng = np.random.default_rng(11)
+    a, b = rand(rng, (2, M, K), dtype, lib), rand(rng, (K, N), dtype, lib)
+    bias = rand(rng, (N,), dtype, lib)
+    out = poisoned((2, M, N), dtype, lib)
+    xejit.matmul(a, b, bias=bias, activation=activation, out=out)
+    ref = reference(a, b, bias, activation)
+    check(out, ref, dtype)
+    if activation == "relu":
+        assert (f64(out) == 0).any() and (f64(out) > 0).any()
+
+
+@pytest.mark.parametrize("case", [heavy_on_device("int8 with an int32 bias")])
+def test_int8_bias_relu(case):
+    rng = np.random.default_rng(12)
+    a, b = rand(rng, (M, K), "int8"), rand(rng, (K, N), "int8")
+    bias = rng.integers(-1000, 1000, N).astype(np.int32)
+    check(xejit.matmul(a, b, bias=bias, activation="relu"), reference(a, b, bias, "relu"), "int32")
+
+
+def test_usm_arrays():
+    from xejit.runtime import usm
+    rng = np.random.default_rng(13)
+    a_np, b_np = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
+    a, b = usm.asarray(a_np), usm.asarray(b_np)   # numpy views of USM memory
+    out = usm.empty((M, N), np.float32)
+    out[...] = np.nan
+    assert xejit.matmul(a, b, out=out) is out
+    check(out, reference(a_np, b_np), "float32")
+
+
+def test_zero_k():
+    a, b = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
+    bias = np.arange(4, dtype=np.float32)
+    check(xejit.matmul(a, b, bias=bias), np.tile(np.arange(4.0), (3, 1)), "float32")
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("a,b,kw,match", [
+    (np.ones((3, 4)), np.ones((4, 5)), {}, r"a \(float64 \[3, 4\]\) has an unsupported dtype"),
+    (np.ones((3, 4), np.float32), np.ones((4, 5), np.float16), {},
+     r"a \(float32 \[3, 4\]\) and b \(float16 \[4, 5\]\) must have the same dtype"),
+    (np.ones((3, 4), np.float32), np.ones((5, 6), np.float32), {},
+     r"a \(float32 \[3, 4\]\) has K=4 columns but b \(float32 \[5, 6\]\) has 5 rows"),
+    (np.ones((2, 3, 4), np.float32), np.ones((3, 4, 5), np.float32), {}, "batch dimensions .* do not broadcast"),
+    (np.float32(1.0), np.ones((4, 5), np.float32), {}, "0-d"),
+    (np.ones((3, 4), np.float32), np.ones((4, 5), np.float32), {"out": np.empty((3, 4), np.float32)},
+     r"out \(float32 \[3, 4\]\) must be float32 \[3, 5\]"),
+    (np.ones((3, 4), np.int8), np.ones((4, 5), np.int8), {"out": np.empty((3, 5), np.int8)},
+     r"out \(int8 \[3, 5\]\) must be int32 \[3, 5\]"),
+    (np.ones((3, 4), np.float32), np.ones((4, 5), np.float32), {"bias": np.ones(4, np.float32)},
+     r"bias \(float32 \[4\]\) must have shape \[5\]"),
+    (np.ones((3, 4), np.float32), np.ones((4, 5), np.float32), {"activation": "tanh"}, "unknown activation 'tanh'"),
+    (np.ones((3, 4), np.int8), np.ones((4, 5), np.int8), {"activation": "gelu_tanh"}, "needs float operands"),
+    (torch.ones(3, 4), np.ones((4, 5), np.float32), {}, "must both be torch tensors"),
+    (torch.ones(3, 4, dtype=torch.float64), torch.ones(4, 5, dtype=torch.float64), {}, r"float64 \[3, 4\]"),
+])
+def test_bad_inputs(a, b, kw, match):
+    with pytest.raises(xejit.XejitError, match=match):
+        xejit.matmul(a, b, **kw)
+
+
+def test_tune_limit(monkeypatch):
+    from xejit.matmul import tune_limit
+    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
+    assert tune_limit("generic") == 1
+    tuner = gemm_tuner()
+    a = rand(np.random.default_rng(14), (M + 3, K), "float32")   # a shape no other test tuned
+    b = rand(np.random.default_rng(15), (K, N), "float32")
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    record = next(iter(tuner.records.values()))
+    assert record.timings == {} and any("perf_model" in r for _, r in record.pruned)
+    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "all")
+    assert tune_limit("generic") is None
+    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "")
+    assert tune_limit("generic") is None and tune_limit("pvc") is None
+    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "lots")
+    with pytest.raises(xejit.XejitError, match="XEJIT_MATMUL_TUNE"):
+        tune_limit("generic")

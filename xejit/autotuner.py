@@ -1,0 +1,617 @@
+"""``@xejit.autotune``: pick the fastest :class:`Config` of a kernel per key, on the device.
+
+For each new value of the key (the named arguments' values, plus the dtype and layout of every
+array argument), the autotuner
+
+1. prunes configs that cannot fit the current target (registers, SLM, workgroup size, DPAS and
+   2D block shapes, as estimated by the ``resources`` model) and reports why,
+2. applies the user's ``prune_configs_by`` (``early_config_prune``, ``perf_model`` + ``top_k``),
+3. runs every remaining config: ``warmup`` ms of warm-up, then ``rep`` ms of timed runs (at least
+   ``min_reps``), each followed by a device synchronization; arguments named in
+   ``restore_value`` are restored (``reset_to_zero`` ones zeroed) before every run, and once
+   more after tuning, so the user's launch sees the original inputs,
+4. keeps the config with the smallest median time in memory and on disk (``xejit.runtime.cache``
+   under ``XEJIT_CACHE_DIR``, atomic writes) keyed by (kernel source, key values, configs,
+   device, backend, xejit version), so a new process reuses the choice without re-tuning.
+
+``XEJIT_PRINT_AUTOTUNING=1`` prints each choice (and pruned configs). A tqdm progress bar appears
+when tuning takes longer than a second on a terminal.
+
+Example:
+    >>> import numpy as np, xejit, xejit.language as xl
+    >>> @xejit.autotune(configs=[xejit.Config({"BN": 4}), xejit.Config({"BN": 8})], key=["n"],
+    ...                 warmup=0, rep=0, cache_results=False)
+    ... @xejit.kernel(interpret=True)
+    ... def add1(x, y, n, BN: xl.constexpr):
+    ...     t = xl.load_tile(xl.init_tile(x, [0, xl.program_id(0) * BN], [1, BN]))
+    ...     xl.store_tile(xl.init_tile(y, [0, xl.program_id(0) * BN], [1, BN]), t + 1.0)
+    >>> x = np.arange(8, dtype=np.float32); y = np.zeros_like(x)
+    >>> add1[lambda meta: (xejit.cdiv(8, meta["BN"]),)](x, y, 8); y.tolist()
+    [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    >>> add1.best_config.kwargs["BN"] in (4, 8)
+    True
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .errors import XejitError
+
+__all__ = ["Config", "Autotuner", "autotune", "TuningRecord", "do_bench", "gemm_resources",
+           "estimate_gemm", "current_target", "OPTION_NAMES"]
+
+OPTION_NAMES = ("num_subgroups", "num_stages", "grf_mode")
+
+
+class Config:
+    """One candidate: constexpr values (``kwargs``) and launch options.
+
+    ``num_subgroups`` (like Triton's ``num_warps``), ``num_stages`` (prefetch distance in
+    k-steps) and ``grf_mode`` (``"default"``, ``"256"``, ``"auto"``) are passed to the kernel
+    beside the constexprs. ``pre_hook(named_args)`` runs before each launch with this config.
+    """
+
+    __slots__ = ("kwargs", "num_subgroups", "num_stages", "grf_mode", "pre_hook")
+
+    def __init__(self, kwargs: dict[str, Any], num_subgroups: int | None = None, num_stages: int = 3,
+                 grf_mode: str = "default", pre_hook: Callable | None = None):
+        self.kwargs = dict(kwargs)
+        self.num_subgroups = num_subgroups
+        self.num_stages = num_stages
+        self.grf_mode = grf_mode
+        self.pre_hook = pre_hook
+
+    def all_kwargs(self) -> dict[str, Any]:
+        """The constexprs and the launch options, as passed to ``kernel[grid](...)``."""
+        opts = {"num_subgroups": self.num_subgroups, "num_stages": self.num_stages,
+                "grf_mode": self.grf_mode}
+        return {**self.kwargs, **{k: v for k, v in opts.items() if v is not None}}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kwargs": {k: _jsonable(v) for k, v in self.kwargs.items()},
+                "num_subgroups": self.num_subgroups, "num_stages": self.num_stages,
+                "grf_mode": self.grf_mode}
+
+    def _identity(self) -> tuple:
+        return (tuple(sorted((k, repr(v)) for k, v in self.kwargs.items())), self.num_subgroups,
+                self.num_stages, self.grf_mode)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
+
+    def __repr__(self) -> str:
+        parts = [f"{k}: {v!r}" for k, v in self.kwargs.items()]
+        parts += [f"num_subgroups: {self.num_subgroups}", f"num_stages: {self.num_stages}",
+                  f"grf_mode: {self.grf_mode!r}"]
+        return "Config(" + ", ".join(parts) + ")"
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return repr(v)
+
+
+# --- timing -----------------------------------------------------------------------------------
+
+def do_bench(fn: Callable[[], Any], *, warmup: float = 25.0, rep: float = 100.0, min_reps: int = 3,
+             max_reps: int = 1000, setup: Callable[[], Any] | None = None,
+             sync: Callable[[], Any] | None = None) -> list[float]:
+    """Per-run times in seconds of ``fn`` after ``warmup`` ms of warm-up (at least one run), for
+    ``rep`` ms (at least ``min_reps`` runs). ``setup`` runs untimed before each run; ``sync``
+    (e.g. a queue wait) is timed with the run. The median of the result is the figure to use."""
+    sync = sync or (lambda: None)
+    setup = setup or (lambda: None)
+
+    def once() -> float:
+        setup()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        return time.perf_counter() - t0
+
+    first = once()
+    spent = first
+    while spent < warmup / 1e3:
+        spent += once()
+    n = max(min_reps, min(max_reps, int(rep / 1e3 / max(first, 1e-7))))
+    return [once() for _ in range(n)]
+
+
+# --- static resource checks ---------------------------------------------------------------------
+
+def current_target() -> str:
+    """The target configs are checked against: ``XEJIT_EMULATE`` if set, else the default device's."""
+    emulate = os.environ.get("XEJIT_EMULATE")
+    if emulate:
+        return emulate
+    from .runtime import default_device
+    return default_device().target
+
+
+def _max_workgroup_size() -> int | None:
+    try:
+        from .runtime import default_device
+        return int(default_device().sycl_device.max_work_group_size)
+    except Exception:  # no device: nothing to check against
+        return None
+
+
+_DPAS_TYPE = {"bf16": "bf16", "f16": "fp16", "f32": "tf32", "i8": "int8", "u8": "uint8"}
+
+
+def _elem(x: Any):
+    """The xejit ScalarType of an array argument, or of a dtype-like / ScalarType value."""
+    from .ir.core import ScalarType
+    if isinstance(x, ScalarType):
+        return x
+    from .jit import array_facts
+    return array_facts(x)[0]
+
+
+def _subgroup_layouts(n: int) -> Iterable[tuple[int, int]]:
+    for sgm in range(1, n + 1):
+        if n % sgm == 0:
+            yield sgm, n // sgm
+
+
+def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
+                  a_type: Any, b_type: Any, c_type: Any, acc_type: Any) -> dict[str, Any]:
+    """Per-subgroup resources of a BM x BN x BK GEMM workgroup tile on ``target``.
+
+    The subgroup layout is the split of ``num_subgroups`` over (M, N) that divides the tile and
+    needs the fewest bytes; a subgroup holds its accumulator block and one k-step of its A and B
+    operand blocks in registers. Returns ``{"sg_layout", "sg_tile", "bytes", "registers",
+    "register_limit", "problems": [reasons the config cannot fit]}``.
+    """
+    from .codegen.targets import check_block_shape, get_target
+    t = get_target(target) if isinstance(target, str) else target
+    nsg = num_subgroups or 1
+    a_t, b_t, c_t, acc_t = (_elem(x) for x in (a_type, b_type, c_type, acc_type))
+    problems: list[str] = []
+    best = None
+    for sgm, sgn in _subgroup_layouts(nsg):
+        if BM % sgm or BN % sgn:
+            continue
+        sm, sn = BM // sgm, BN // sgn
+        parts = (sm * sn * acc_t.itemsize, sm * BK * a_t.itemsize, BK * sn * b_t.itemsize)
+        if best is None or sum(parts) < sum(best[2]):
+            best = ((sgm, sgn), (sm, sn), parts)
+    out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
+                           "register_limit": None, "problems": problems}
+    if best is None:
+        problems.append(f"{nsg} subgroups cannot split the {BM}x{BN} tile evenly")
+        return out
+    (sgm, sgn), (sm, sn), parts = best
+    out.update(sg_layout=[sgm, sgn], sg_tile=[sm, sn], bytes=sum(parts))
+    if t.registers is not None:
+        rf = t.registers
+        regs = math.ceil(sum(parts) / rf.bytes_each)
+        large = rf.large_grf_count if grf_mode in ("256", "auto") and rf.large_grf_count else None
+        if grf_mode == "256" and rf.large_grf_count is None:
+            problems.append(f"grf_mode '256' is not available on {t.name}")
+        limit = large or rf.count
+        out.update(registers=regs, register_limit=limit)
+        if regs > limit:
+            acc_r, a_r, b_r = (math.ceil(p / rf.bytes_each) for p in parts)
+            problems.append(
+                f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{BK}: "
+                f"{a_r}, B {BK}x{sn}: {b_r}) but {t.name} has {limit} in grf_mode {grf_mode!r}")
+    if t.dpas is not None:
+        op_t = _DPAS_TYPE.get(a_t.name)
+        k = t.dpas.k_of(op_t) if op_t else None
+        if k is not None:
+            if sn % t.dpas.n:
+                problems.append(f"subgroup tile N={sn} is not a multiple of the DPAS N={t.dpas.n}")
+            if BK % k:
+                problems.append(f"BK={BK} is not a multiple of the DPAS K={k} for {a_t.name}")
+            whole = sm % t.dpas.max_m == 0 if sm >= t.dpas.max_m else sm in t.dpas.repeat_counts
+            if not whole:
+                problems.append(f"subgroup tile M={sm} is not made of DPAS repeat counts {t.dpas.repeat_counts}")
+    if t.block_io is not None:
+        def block(what: str, bits: int, rows: int, cols: int, op: str, max_h: int) -> None:
+            w = min(cols, 512 // bits)
+            h = min(rows, max_h)
+            reason = check_block_shape(t, bits, w, h, 1, op)
+            if reason is None and (rows % h or cols % w):
+                reason = f"{rows}x{cols} is not a whole number of {h}x{w} blocks"
+            if reason:
+                problems.append(f"{what} ({rows}x{cols}): {reason}")
+        lim = t.block_io
+        block("A block", a_t.bitwidth, sm, BK, "load", lim.max_height)
+        block("B block", b_t.bitwidth, BK, sn, "load_transform" if b_t.bitwidth < 32 else "load", lim.max_height)
+        block("C block", c_t.bitwidth, sm, sn, "store", lim.store_max_height)
+    return out
+
+
+def gemm_resources(a: str = "a", b: str = "b", c: str = "c", BM: str = "BM", BN: str = "BN",
+                   BK: str = "BK", acc: str = "ACC") -> Callable[..., list[str]]:
+    """A ``resources`` model for GEMM-like kernels: the names of the A, B, C array arguments and
+    of the tile-size and accumulator-type constexprs. See :func:`estimate_gemm`."""
+    def model(config: Config, named: dict[str, Any], target: Any) -> list[str]:
+        from .ir.core import f32
+        kw = {**named, **config.kwargs}
+        est = estimate_gemm(target, kw[BM], kw[BN], kw[BK], config.num_subgroups, config.grf_mode,
+                            named[a], named[b], named[c], kw.get(acc) or f32)
+        return est["problems"]
+    model.__name__ = "gemm_resources"
+    return model
+
+
+def check_config(config: Config, named: dict[str, Any], target: Any,
+                 resources: Callable[..., list[str]] | None,
+                 max_workgroup: int | None) -> str | None:
+    """None when ``config`` fits ``target``, else the reasons (one line)."""
+    from .codegen.targets import get_target
+    t = get_target(target) if isinstance(target, str) else target
+    problems: list[str] = []
+    nsg = config.num_subgroups or 1
+    if max_workgroup is not None and nsg * t.subgroup_size > max_workgroup:
+        problems.append(f"{nsg} subgroups x {t.subgroup_size} lanes exceed the device's "
+                        f"{max_workgroup} work-items per workgroup")
+    if config.grf_mode == "256" and t.registers is not None and t.registers.large_grf_count is None:
+        problems.append(f"grf_mode '256' is not available on {t.name}")
+    if resources is not None:
+        problems += [p for p in resources(config, named, t) if p not in problems]
+    return "; ".join(problems) or None
+
+
+# --- the autotuner ------------------------------------------------------------------------------
+
+@dataclass
+class TuningRecord:
+    """What one tuning did: per-config median times (s), pruned configs and why, duration."""
+    key: tuple
+    best: Config
+    timings: dict[Config, float] = field(default_factory=dict)
+    pruned: list[tuple[Config, str]] = field(default_factory=list)
+    failed: list[tuple[Config, str]] = field(default_factory=list)
+    tuning_time_s: float = 0.0
+    from_disk: bool = False
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "0") not in ("", "0", "false", "False")
+
+
+def _copy_of(x: Any) -> Any:
+    if hasattr(x, "clone") and hasattr(x, "copy_"):
+        return x.clone()
+    if type(x).__module__.startswith("dpctl"):
+        import dpctl.tensor as dpt
+        return dpt.copy(x)
+    return np.array(x, copy=True)
+
+
+def _restore(dst: Any, src: Any) -> None:
+    if hasattr(dst, "copy_"):
+        dst.copy_(src)
+    else:
+        dst[...] = src
+
+
+def _zero(x: Any) -> None:
+    if hasattr(x, "zero_"):
+        x.zero_()
+    else:
+        x[...] = 0
+
+
+class Autotuner:
+    """A kernel wrapped by :func:`autotune`; launch it like the kernel: ``tuned[grid](*args)``.
+
+    The grid may be a callable of the meta-parameters (the chosen config's constexprs and the
+    launch's own keyword arguments). After a launch, ``best_config`` is the config used and
+    ``records[key]`` tells how it was chosen.
+    """
+
+    def __init__(self, kernel: Any, configs: Sequence[Config], key: Sequence[str],
+                 prune_configs_by: dict[str, Any] | None = None, warmup: float = 25.0,
+                 rep: float = 100.0, min_reps: int = 3, restore_value: Sequence[str] | None = None,
+                 reset_to_zero: Sequence[str] | None = None,
+                 resources: Callable[..., list[str]] | None = None, cache_results: bool = True):
+        if not getattr(kernel, "__xejit_kernel__", False):
+            raise XejitError("@xejit.autotune must wrap an @xejit.kernel (put it above @xejit.kernel)")
+        self.kernel = kernel
+        self.fn = kernel.fn
+        self.configs = list(configs) or [Config({})]
+        for c in self.configs:
+            if not isinstance(c, Config):
+                raise XejitError(f"autotune configs must be xejit.Config objects, got {c!r}")
+        self.arg_names = [p.name for p in kernel.params]
+        self.key_names = list(key)
+        for name in [*self.key_names, *(restore_value or ()), *(reset_to_zero or ())]:
+            if name not in self.arg_names:
+                raise XejitError(f"autotune of {self.fn.__name__}: {name!r} is not an argument "
+                                 f"(arguments: {', '.join(self.arg_names)})")
+        prune = dict(prune_configs_by or {})
+        unknown = set(prune) - {"early_config_prune", "perf_model", "top_k"}
+        if unknown:
+            raise XejitError(f"prune_configs_by: unknown entries {sorted(unknown)}; expected "
+                             f"early_config_prune, perf_model, top_k")
+        self.early_config_prune = prune.get("early_config_prune")
+        self.perf_model = prune.get("perf_model")
+        self.top_k = prune.get("top_k", 1.0)
+        self.warmup, self.rep, self.min_reps = warmup, rep, min_reps
+        self.restore_value = list(restore_value or ())
+        self.reset_to_zero = list(reset_to_zero or ())
+        self.resources = resources
+        self.cache_results = cache_results
+        self._tuned_names = {k for c in self.configs for k in c.all_kwargs()}
+        self.cache: dict[tuple, Config] = {}
+        self.records: dict[tuple, TuningRecord] = {}
+        self.best_config: Config | None = None
+        functools.update_wrapper(self, kernel.fn)
+
+    # --- launch -------------------------------------------------------------------------------
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return functools.partial(self.run, grid=grid)
+
+    def __call__(self, *args, **kwargs):
+        raise XejitError(f"launch {self.fn.__name__} with a grid: {self.fn.__name__}[grid](...)")
+
+    def _named(self, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+        named = dict(zip(self.arg_names, args))
+        named.update({k: v for k, v in kwargs.items() if k in self.arg_names})
+        return named
+
+    def key_of(self, named: dict[str, Any]) -> tuple:
+        """The tuning key: the key arguments' values (an array's shape), every array argument's
+        dtype and memory order, and the constexprs given at launch (not tuned)."""
+        from .jit import ArraySpec, specialize_arg
+        parts: list[Any] = []
+        for k in self.key_names:
+            v = named.get(k)
+            if hasattr(v, "shape") and not isinstance(v, (int, float)):
+                parts.append(tuple(int(s) for s in v.shape))
+            elif isinstance(v, (np.integer, np.floating)):
+                parts.append(v.item())
+            else:
+                parts.append(v)
+        tuned = {k for c in self.configs for k in c.kwargs}
+        for name in self.arg_names:
+            v = named.get(name)
+            if name in self.kernel.constexprs:  # constexprs given at launch select another kernel
+                if name not in tuned and name not in self.key_names and name in named:
+                    parts.append((name, repr(v)))
+                continue
+            if v is None or isinstance(v, (bool, int, float, str, np.integer, np.floating)):
+                continue
+            try:
+                spec = specialize_arg(v)
+            except XejitError:
+                continue
+            if isinstance(spec, ArraySpec):
+                parts.append((name, spec.dtype, spec.order))
+        return tuple(parts)
+
+    def run(self, *args, grid: Any, **kwargs) -> None:
+        named = self._named(args, kwargs)
+        clash = set(kwargs) & self._tuned_names
+        if clash:
+            raise XejitError(f"{self.fn.__name__}: {sorted(clash)} are tuned by @xejit.autotune "
+                             f"and cannot also be passed to the launch")
+        if len(self.configs) == 1:
+            config = self.configs[0]
+        else:
+            key = self.key_of(named)
+            config = self.cache.get(key)
+            if config is None:
+                config = self._tune(key, args, kwargs, named, grid)
+        self.best_config = config
+        if config.pre_hook is not None:
+            config.pre_hook({**named, **config.all_kwargs()})
+        self.kernel[grid](*args, **kwargs, **config.all_kwargs())
+
+    # --- tuning -------------------------------------------------------------------------------
+
+    def _interpreting(self) -> bool:
+        from .jit import _interpret_env
+        return self.kernel.interpret if self.kernel.interpret is not None else _interpret_env()
+
+    def _device_identity(self) -> tuple:
+        if self._interpreting():
+            return ("interpret",)
+        try:
+            from .runtime import default_device
+            d = default_device()
+            return (d.name, d.target, d.backend, str(d.sycl_device.driver_version))
+        except Exception as e:  # no device: the launch itself will say so
+            return ("no-device", type(e).__name__)
+
+    def _disk_key(self, key: tuple) -> str:
+        from . import __version__
+        from .runtime.cache import key_of
+        # the kernel's source hash covers the helpers and kernels it calls, transitively
+        return key_of("xejit-autotune-v1", __version__, self.kernel.source_hash, self._device_identity(),
+                      os.environ.get("XEJIT_EMULATE", ""), tuple(c._identity() for c in self.configs),
+                      key)
+
+    def prune(self, named: dict[str, Any], kwargs: dict[str, Any] | None = None,
+              target: Any = None) -> tuple[list[Config], list[tuple[Config, str]]]:
+        """(configs to run, [(pruned config, reason)]) for these arguments on ``target``
+        (default: :func:`current_target`)."""
+        kwargs = kwargs or {}
+        target = target if target is not None else current_target()
+        max_wg = _max_workgroup_size()
+        keep, pruned = [], []
+        for c in self.configs:
+            reason = check_config(c, {**named, **kwargs}, target, self.resources, max_wg)
+            if reason:
+                pruned.append((c, f"does not fit {target}: {reason}"))
+            else:
+                keep.append(c)
+        if not keep:
+            lines = "\n".join(f"  {c}: {r}" for c, r in pruned)
+            raise XejitError(f"autotune of {self.fn.__name__}: no config fits target {target}:\n{lines}")
+        if self.early_config_prune is not None:
+            chosen = list(self.early_config_prune(keep, named, **kwargs))
+            if not chosen:
+                raise XejitError(f"autotune of {self.fn.__name__}: early_config_prune returned no config")
+            pruned += [(c, "early_config_prune") for c in keep if c not in chosen]
+            keep = chosen
+        if self.perf_model is not None:
+            top_k = self.top_k
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = max(1, int(len(keep) * top_k))
+            if len(keep) > top_k:
+                est = {c: self.perf_model(**{**named, **kwargs, **c.all_kwargs()}) for c in keep}
+                ranked = sorted(keep, key=est.__getitem__)
+                pruned += [(c, f"perf_model estimate {est[c]:.3g} not in top {top_k}") for c in ranked[top_k:]]
+                keep = ranked[:top_k]
+        return keep, pruned
+
+    def _tune(self, key: tuple, args, kwargs, named, grid) -> Config:
+        verbose = _env_flag("XEJIT_PRINT_AUTOTUNING")
+        disk_key = self._disk_key(key) if self.cache_results else None
+        if disk_key is not None:
+            record = self._load(disk_key, key)
+            if record is not None:
+                self.cache[key], self.records[key] = record.best, record
+                if verbose:
+                    print(f"xejit autotuning: {self.fn.__name__} key={key}: {record.best} "
+                          f"(from the disk cache)", file=sys.stderr)
+                return record.best
+        t0 = time.perf_counter()
+        configs, pruned = self.prune(named, kwargs)
+        if verbose:
+            for c, reason in pruned:
+                print(f"xejit autotuning: {self.fn.__name__}: pruned {c}: {reason}", file=sys.stderr)
+        if len(configs) == 1:  # nothing to compare: no trial runs
+            record = TuningRecord(key, configs[0], {}, pruned, [], time.perf_counter() - t0)
+            self.cache[key], self.records[key] = configs[0], record
+            if verbose:
+                print(f"xejit autotuning: {self.fn.__name__} key={key}: {configs[0]} (the only config "
+                      f"left after pruning)", file=sys.stderr)
+            return configs[0]
+        saved = {n: _copy_of(named[n]) for n in self.restore_value if named.get(n) is not None}
+
+        def setup() -> None:
+            for n, v in saved.items():
+                _restore(named[n], v)
+            for n in self.reset_to_zero:
+                if named.get(n) is not None:
+                    _zero(named[n])
+
+        sync = self._sync()
+        timings: dict[Config, float] = {}
+        failed: list[tuple[Config, str]] = []
+        from tqdm.auto import tqdm
+        bar = tqdm(configs, desc=f"autotuning {self.fn.__name__}", unit="config", delay=1.0,
+                   leave=False, disable=None if len(configs) > 1 else True)
+        try:
+            for c in bar:
+                launch = functools.partial(self.kernel[grid], *args, **kwargs, **c.all_kwargs())
+                try:
+                    if c.pre_hook is not None:
+                        c.pre_hook({**named, **c.all_kwargs()})
+                    times = do_bench(launch, warmup=self.warmup, rep=self.rep, min_reps=self.min_reps,
+                                     setup=setup, sync=sync)
+                    timings[c] = statistics.median(times)
+                except XejitError as e:
+                    if _is_not_implemented(e):
+                        raise
+                    failed.append((c, f"{type(e).__name__}: {e}"))
+                    if verbose:
+                        print(f"xejit autotuning: {self.fn.__name__}: {c} failed: {e}", file=sys.stderr)
+        finally:
+            bar.close()
+            setup()
+        if not timings:
+            lines = "\n".join(f"  {c}: {r}" for c, r in failed + pruned)
+            raise XejitError(f"autotune of {self.fn.__name__}: every config failed:\n{lines}")
+        best = min(timings, key=timings.__getitem__)
+        record = TuningRecord(key, best, timings, pruned, failed, time.perf_counter() - t0)
+        self.cache[key], self.records[key] = best, record
+        if disk_key is not None:
+            self._store(disk_key, record)
+        if verbose:
+            table = ", ".join(f"{c.kwargs}/{c.num_subgroups}sg: {t * 1e3:.3f} ms" for c, t in timings.items())
+            print(f"xejit autotuning: {self.fn.__name__} key={key}: chose {best} after "
+                  f"{record.tuning_time_s:.2f} s [{table}]", file=sys.stderr)
+        return best
+
+    def _sync(self) -> Callable[[], None] | None:
+        if self._interpreting():
+            return None
+        try:
+            from .runtime import default_device
+            queue = default_device().queue
+        except Exception:
+            return None
+        return queue.wait
+
+    # --- persistence --------------------------------------------------------------------------
+
+    def _store(self, disk_key: str, record: TuningRecord) -> None:
+        from .runtime.cache import default_cache
+        payload = {
+            "kernel": self.fn.__name__, "key": repr(record.key),
+            "best": self.configs.index(record.best),
+            "timings": [[self.configs.index(c), t] for c, t in record.timings.items()],
+            "pruned": [[self.configs.index(c), r] for c, r in record.pruned],
+            "failed": [[self.configs.index(c), r] for c, r in record.failed],
+            "configs": [c.to_dict() for c in self.configs],
+            "tuning_time_s": record.tuning_time_s,
+        }
+        default_cache().put(disk_key, json.dumps(payload).encode())
+
+    def _load(self, disk_key: str, key: tuple) -> TuningRecord | None:
+        from .runtime.cache import default_cache
+        blob = default_cache().get(disk_key)
+        if blob is None:
+            return None
+        try:
+            d = json.loads(blob)
+            cfg = self.configs
+            if d["configs"] != [c.to_dict() for c in cfg]:
+                return None
+            return TuningRecord(key, cfg[d["best"]], {cfg[i]: t for i, t in d["timings"]},
+                                [(cfg[i], r) for i, r in d["pruned"]], [(cfg[i], r) for i, r in d["failed"]],
+                                d["tuning_time_s"], from_disk=True)
+        except (ValueError, KeyError, IndexError, TypeError):
+            return None  # an entry from another layout: tune again and overwrite it
+
+
+def _is_not_implemented(e: Exception) -> bool:
+    from .errors import DeviceCompilationNotImplemented
+    return isinstance(e, DeviceCompilationNotImplemented)
+
+
+def autotune(configs: Sequence[Config], key: Sequence[str], prune_configs_by: dict[str, Any] | None = None,
+             warmup: float = 25.0, rep: float = 100.0, restore_value: Sequence[str] | None = None,
+             reset_to_zero: Sequence[str] | None = None, resources: Callable[..., list[str]] | None = None,
+             min_reps: int = 3, cache_results: bool = True) -> Callable[[Any], Autotuner]:
+    """Decorate an ``@xejit.kernel`` to choose among ``configs`` per value of ``key``.
+
+    Args:
+        configs: the candidates (:class:`Config`).
+        key: argument names whose values (an array's shape) select a tuning; the dtype and
+            layout of every array argument are always part of it.
+        prune_configs_by: ``{"early_config_prune": f(configs, named_args, **kw) -> configs,
+            "perf_model": f(**args) -> estimated time, "top_k": int or fraction}``.
+        warmup, rep: milliseconds of warm-up and of timed runs per config (the median is used).
+        restore_value: arguments the kernel overwrites that must be restored before each trial.
+        reset_to_zero: arguments zeroed before each trial (e.g. atomic accumulators).
+        resources: static fit model ``f(config, named_args, target) -> [reasons]``, e.g.
+            :func:`gemm_resources`; workgroup size is always checked.
+        cache_results: keep choices on disk (``XEJIT_CACHE_DIR``) across processes.
+    """
+    def deco(kernel: Any) -> Autotuner:
+        return Autotuner(kernel, configs, key, prune_configs_by, warmup, rep, min_reps, restore_value,
+                         reset_to_zero, resources, cache_results)
+    return deco

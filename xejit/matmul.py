@@ -1,0 +1,366 @@
+"""``xejit.matmul``: a drop-in GEMM over the DSL kernel (``xejit.kernels.gemm``), autotuned per shape.
+
+Semantics follow ``torch.matmul``: 1-D operands get a dimension prepended (``a``) or appended
+(``b``) that is removed from the result; leading (batch) dimensions broadcast. Inputs are torch
+tensors (CPU, or XPU where present) or numpy arrays, including numpy views of USM shared
+memory from ``xejit.runtime.usm`` (dpctl 0.22 has no ``dpctl.tensor``); the result has the
+same kind, and numpy results live in USM shared memory when kernels run on the device. Supported
+dtypes are bfloat16 (torch only), float16, float32 and int8; float results keep the input
+dtype (fp32 accumulation), int8 results are int32. ``bias`` (shape ``[N]``) and ``activation``
+(``"relu"``, ``"gelu_tanh"``) are fused into the kernel's epilogue.
+
+Every 2D operand slice that is row- or column-major (``x``, ``x.T``, ``x[:, ::1][:k]``, ...) is
+passed to the kernel as it is; other strides are copied once. A batch that shares one ``b``
+runs as one launch over the stacked rows when ``a``'s batch and row dimensions collapse.
+
+Each new (M, N, K, dtypes, layouts) is autotuned over ``xejit.kernels.gemm.CONFIGS[target]``
+(configs that do not fit the target or are far larger than the problem are pruned first); the
+choice is kept in memory and under ``XEJIT_CACHE_DIR``. ``XEJIT_MATMUL_TUNE`` limits the trials
+(``0``: none, take the best-ranked config; ``N``: the N best-ranked; ``all``, the default).
+
+Example:
+    >>> import numpy as np, xejit
+    >>> a = np.ones((3, 4), np.float32); b = np.full((4, 2), 0.5, np.float32)
+    >>> xejit.matmul(a, b, activation="relu").tolist()   # doctest: +SKIP
+    [[2.0, 2.0], [2.0, 2.0], [2.0, 2.0]]
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+import numpy as np
+
+from .errors import XejitError
+
+__all__ = ["matmul", "ACTIVATIONS", "gemm_tuner"]
+
+ACTIVATIONS = ("relu", "gelu_tanh")
+_ACT_ALIASES = {"gelu-tanh": "gelu_tanh", "gelu": "gelu_tanh", "none": None}
+_SUPPORTED = ("bfloat16", "float16", "float32", "int8")
+
+
+# --- array kinds --------------------------------------------------------------------------------
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def _dtype_name(x: Any) -> str:
+    return str(x.dtype).replace("torch.", "")
+
+
+def _describe(x: Any) -> str:
+    return f"{_dtype_name(x)} {list(x.shape)}"
+
+
+def _strides(x: Any) -> tuple[int, ...]:
+    if _is_torch(x):
+        return tuple(x.stride())
+    return tuple(s // x.itemsize for s in x.strides)
+
+
+def _as_strided(x: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
+    if _is_torch(x):
+        return x.as_strided(shape, strides, x.storage_offset())
+    return np.lib.stride_tricks.as_strided(x, shape, tuple(s * x.itemsize for s in strides))
+
+
+def _interpreting() -> bool:
+    from .jit import _interpret_env
+    return _interpret_env()
+
+
+def _empty_like_kind(proto: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    if _is_torch(proto):
+        import torch
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=proto.device)
+    if not _interpreting():
+        from .runtime import usm
+        return usm.empty(shape, np.dtype(dtype))  # no copy on the way into the kernel
+    return np.empty(shape, np.dtype(dtype))
+
+
+def _is_2d_ok(x: Any) -> bool:
+    """True when a 2D array is row- or column-major (the kernel takes it as it is)."""
+    r, c = x.shape
+    s0, s1 = _strides(x)
+    return (s1 == 1 or c == 1) or (s0 == 1 or r == 1)
+
+
+def _contiguous(x: Any) -> Any:
+    return x.contiguous() if _is_torch(x) else np.ascontiguousarray(x)
+
+
+# --- shapes ------------------------------------------------------------------------------------
+
+def _broadcast(a_batch: tuple[int, ...], b_batch: tuple[int, ...], a: Any, b: Any) -> tuple[int, ...]:
+    n = max(len(a_batch), len(b_batch))
+    pa, pb = (1,) * (n - len(a_batch)) + a_batch, (1,) * (n - len(b_batch)) + b_batch
+    out = []
+    for x, y in zip(pa, pb):
+        if x != y and 1 not in (x, y):
+            raise XejitError(f"xejit.matmul: batch dimensions of a ({_describe(a)}) and b "
+                             f"({_describe(b)}) do not broadcast")
+        out.append(max(x, y) if 0 not in (x, y) else 0)
+    return tuple(out)
+
+
+def _collapse_rows(x: Any, keep_last: int) -> Any | None:
+    """A 2D view [prod(leading dims), last] of ``x`` when its leading dims (batch and rows)
+    collapse into one stride and the last dim is the contiguous one; else None."""
+    shape, strides = list(x.shape), list(_strides(x))
+    if strides[-1] != 1 and shape[-1] != 1:
+        return None
+    lead = [(s, st) for s, st in zip(shape[:-1], strides[:-1]) if s != 1]
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    for (s0, st0), (s1, st1) in zip(lead, lead[1:]):
+        if st0 != st1 * s1:
+            return None
+    row_stride = lead[-1][1] if lead else max(keep_last, 1)
+    if row_stride < shape[-1]:
+        return None
+    return _as_strided(x, (rows, shape[-1]), (row_stride, 1))
+
+
+# --- the tuned kernel --------------------------------------------------------------------------
+
+_TUNERS: dict[str, Any] = {}
+
+
+def _shape_prune(configs, named, **kwargs):
+    """Drop configs whose tile is far larger than the problem, and 1-row tiles for tall ones
+    (keeps tuning short); always keeps at least the config with the smallest tile."""
+    M, N = int(named["M"]), int(named["N"])
+
+    def cap(v: int) -> int:
+        return 1 << max(v - 1, 0).bit_length()
+
+    smallest_m = min(c.kwargs["BM"] for c in configs)
+    smallest_n = min(c.kwargs["BN"] for c in configs)
+    keep = [c for c in configs if c.kwargs["BM"] <= max(cap(M), smallest_m)
+            and c.kwargs["BN"] <= max(cap(N), smallest_n)
+            and c.kwargs["BM"] >= min(cap(M) // 16, 4)]   # no 1-row tiles for tall problems
+    return keep or [min(configs, key=lambda c: c.kwargs["BM"] * c.kwargs["BN"])]
+
+
+def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, **_):
+    """A rough relative cost of a config: the padded work over the workgroups that run at once,
+    with a penalty for small tiles (more operand traffic per flop). Used to rank configs when
+    tuning is limited (``XEJIT_MATMUL_TUNE``)."""
+    from .language import cdiv
+    cores = os.cpu_count() or 1
+    wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
+    padded = wgs * BM * BN * max(int(K), 1)
+    return padded / min(wgs, 4 * cores) * (1 + 8 / BM + 8 / BN + 4 / BK)
+
+
+def tune_limit(target: str) -> int | None:
+    """How many configs a new shape runs (``XEJIT_MATMUL_TUNE``: 0 = no trials, take the best
+    ranked config; N = the N best ranked; ``all``); default: all."""
+    v = os.environ.get("XEJIT_MATMUL_TUNE", "").strip().lower()
+    if v in ("", "default"):
+        return None
+    if v == "all":
+        return None
+    try:
+        return max(1, int(v))
+    except ValueError:
+        raise XejitError(f"XEJIT_MATMUL_TUNE must be 'all' or a number of configs, got {v!r}") from None
+
+
+def gemm_tuner(target: str | None = None):
+    """The autotuned GEMM kernel for ``target`` (default: the current device's target)."""
+    from .autotuner import autotune, current_target, gemm_resources
+    from .kernels.gemm import configs_for, gemm_kernel
+    target = target or current_target()
+    limit = tune_limit(target)
+    tuner = _TUNERS.get((target, limit))
+    if tuner is None:
+        warmup = float(os.environ.get("XEJIT_MATMUL_TUNE_WARMUP_MS", 10))
+        rep = float(os.environ.get("XEJIT_MATMUL_TUNE_REP_MS", 40))
+        prune = {"early_config_prune": _shape_prune}
+        if limit is not None:
+            prune.update(perf_model=_perf_model, top_k=limit)
+        tuner = autotune(configs_for(target), key=["M", "N", "K"], prune_configs_by=prune,
+                         warmup=warmup, rep=rep, resources=gemm_resources("a", "b", "c"))(gemm_kernel)
+        _TUNERS[(target, limit)] = tuner
+    return tuner
+
+
+def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | None) -> None:
+    from .language import cdiv
+    M, K = a2.shape
+    N = b2.shape[1]
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        # an empty sum: bias and activation of zero
+        z = np.zeros((M, N), np.float64)
+        if bias is not None:
+            z = z + np.asarray(bias.float().cpu().numpy() if _is_torch(bias) else bias, np.float64)
+        if activation == "relu":
+            z = np.maximum(z, 0)
+        _write(c2, z)
+        return
+    tuner = gemm_tuner()
+    tuner[lambda meta: (cdiv(M, meta["BM"]), cdiv(N, meta["BN"]))](
+        a2, b2, bias if bias is not None else c2, c2, M, N, K,
+        ACC=acc, HAS_BIAS=bias is not None, ACT=activation)
+
+
+def _write(dst: Any, values: np.ndarray) -> None:
+    if _is_torch(dst):
+        import torch
+        dst.copy_(torch.from_numpy(np.ascontiguousarray(values)).to(dst.dtype))
+    else:
+        dst[...] = values.astype(dst.dtype)
+
+
+def _copy_into(dst: Any, src: Any) -> None:
+    if _is_torch(dst):
+        dst.copy_(src)
+    else:
+        dst[...] = src
+
+
+# --- the entry point ---------------------------------------------------------------------------
+
+def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, out: Any = None) -> Any:
+    """``activation(a @ b + bias)`` with ``torch.matmul``'s shape rules; see the module docstring.
+
+    Raises:
+        XejitError: unsupported dtypes, mismatched shapes or dtypes (the message names both
+            operands' dtypes and shapes), a wrong ``out=``, an unknown activation.
+    """
+    if _is_torch(a) or _is_torch(b):
+        if not (_is_torch(a) and _is_torch(b)):
+            raise XejitError(f"xejit.matmul: a ({type(a).__name__}) and b ({type(b).__name__}) must both "
+                             f"be torch tensors or both arrays")
+        if out is None:
+            from .torch_ops import matmul_op  # registers torch.ops.xejit.matmul on first use
+            return matmul_op(a, b, bias, _activation(activation, a))
+        if any(t is not None and t.requires_grad for t in (a, b, bias)) and __import__("torch").is_grad_enabled():
+            raise XejitError("xejit.matmul: out= does not support autograd; call it without out= "
+                             "or under torch.no_grad()")
+        return _matmul(a, b, bias, activation, out)
+    return _matmul(_as_array(a, "a"), _as_array(b, "b"),
+                   None if bias is None else _as_array(bias, "bias"), activation, out)
+
+
+def _as_array(x: Any, name: str) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    try:
+        return np.asarray(x)
+    except Exception:
+        raise XejitError(f"xejit.matmul: {name} of type {type(x).__name__} is not an array") from None
+
+
+def _activation(activation: str | None, a: Any) -> str | None:
+    act = _ACT_ALIASES.get(activation, activation) if isinstance(activation, str) else activation
+    if act is not None and act not in ACTIVATIONS:
+        raise XejitError(f"xejit.matmul: unknown activation {activation!r}; expected one of "
+                         f"{', '.join(map(repr, ACTIVATIONS))} or None")
+    return act
+
+
+def _result_shape_dtype(a: Any, b: Any) -> tuple[tuple[int, ...], str]:
+    da, db = _dtype_name(a), _dtype_name(b)
+    for name, x, d in (("a", a, da), ("b", b, db)):
+        if d not in _SUPPORTED:
+            raise XejitError(f"xejit.matmul: {name} ({_describe(x)}) has an unsupported dtype; supported: "
+                             f"{', '.join(_SUPPORTED)}")
+        if x.ndim == 0:
+            raise XejitError(f"xejit.matmul: {name} is a 0-d array; both operands need at least 1 dimension")
+    if da != db:
+        raise XejitError(f"xejit.matmul: a ({_describe(a)}) and b ({_describe(b)}) must have the same dtype")
+    a_shape = (1,) + tuple(a.shape) if a.ndim == 1 else tuple(a.shape)
+    b_shape = tuple(b.shape) + (1,) if b.ndim == 1 else tuple(b.shape)
+    if a_shape[-1] != b_shape[-2]:
+        raise XejitError(f"xejit.matmul: shapes do not match: a ({_describe(a)}) has K={a_shape[-1]} "
+                         f"columns but b ({_describe(b)}) has {b_shape[-2]} rows")
+    batch = _broadcast(a_shape[:-2], b_shape[:-2], a, b)
+    shape = batch + (a_shape[-2], b_shape[-1])
+    if a.ndim == 1:
+        shape = shape[:-2] + shape[-1:]
+    if b.ndim == 1:
+        shape = shape[:-1]
+    return shape, ("int32" if da == "int8" else da)
+
+
+def _matmul(a: Any, b: Any, bias: Any, activation: str | None, out: Any) -> Any:
+    act = _activation(activation, a)
+    shape, rdtype = _result_shape_dtype(a, b)
+    if act == "gelu_tanh" and rdtype == "int32":
+        raise XejitError(f"xejit.matmul: activation 'gelu_tanh' needs float operands, got {_describe(a)}")
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    M, K, N = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    if bias is not None:
+        if _is_torch(bias) != _is_torch(a):
+            raise XejitError("xejit.matmul: bias must be of the same kind (torch/numpy) as a and b")
+        if tuple(bias.shape) not in ((N,), (1,), ()):
+            raise XejitError(f"xejit.matmul: bias ({_describe(bias)}) must have shape [{N}] (the result's "
+                             f"last dimension)")
+        if _dtype_name(bias) != rdtype:
+            raise XejitError(f"xejit.matmul: bias ({_describe(bias)}) must have the result dtype {rdtype}")
+        if tuple(bias.shape) != (N,):
+            bias = (bias.reshape(1).expand(N) if _is_torch(bias) else np.broadcast_to(bias.reshape(1), (N,)))
+        if _strides(bias)[0] != 1 and N > 1:
+            bias = _contiguous(bias)
+    if out is None:
+        out = _empty_like_kind(a, shape, rdtype)
+    else:
+        if _is_torch(out) != _is_torch(a):
+            raise XejitError(f"xejit.matmul: out ({type(out).__name__}) must be of the same kind as a and b")
+        if tuple(out.shape) != shape or _dtype_name(out) != rdtype:
+            raise XejitError(f"xejit.matmul: out ({_describe(out)}) must be {rdtype} {list(shape)} for "
+                             f"a ({_describe(a)}) @ b ({_describe(b)})")
+    if 0 in out.shape:
+        return out
+    # The result viewed with explicit [batch..., M, N] dimensions (1-D operands restored).
+    c_full = out
+    if b.ndim == 1:
+        c_full = c_full[..., None]
+    if a.ndim == 1:
+        c_full = c_full[..., None, :]
+    batch = tuple(c_full.shape[:-2])
+    acc = _acc_type(rdtype)
+
+    # One launch when b is shared by the whole batch and a / c collapse to [rows, cols].
+    b_batch = tuple(b2.shape[:-2])
+    if batch and all(s == 1 for s in b_batch):
+        b_mat = b2.reshape(b2.shape[-2:]) if not _is_torch(b2) else b2.reshape(b2.shape[-2], b2.shape[-1])
+        a_full = _expand(a2, batch + (M, K))
+        a_rows = _collapse_rows(a_full, K)
+        c_rows = _collapse_rows(c_full, N)
+        if a_rows is not None and c_rows is not None and _is_2d_ok(b_mat):
+            _launch(a_rows, b_mat, bias, c_rows, acc, act)
+            return out
+    a_full, b_full = _expand(a2, batch + (M, K)), _expand(b2, batch + (K, N))
+    for idx in itertools.product(*(range(s) for s in batch)):
+        ai, bi, ci = a_full[idx], b_full[idx], c_full[idx]
+        ai = ai if _is_2d_ok(ai) else _contiguous(ai)
+        bi = bi if _is_2d_ok(bi) else _contiguous(bi)
+        if _is_2d_ok(ci):
+            _launch(ai, bi, bias, ci, acc, act)
+        else:
+            tmp = _contiguous(ci)
+            _launch(ai, bi, bias, tmp, acc, act)
+            _copy_into(ci, tmp)
+    return out
+
+
+def _expand(x: Any, shape: tuple[int, ...]) -> Any:
+    if tuple(x.shape) == shape:
+        return x
+    if _is_torch(x):
+        return x.expand(shape)
+    return np.broadcast_to(x, shape)
+
+
+def _acc_type(rdtype: str):
+    from . import language as xl
+    return xl.int32 if rdtype == "int32" else xl.float32
