@@ -46,6 +46,38 @@ def test_gemm(rng, M, N, K, BM, BN, BK, ns, dt, oa, ob):
     check(c, f64(a) @ f64(b), "int" if isint else dt, scale_by_max=True)
 
 
+# The fused GEMM has two versions per tile_mma: in-bounds (branch-free, register strips of
+# rows, constant-offset loads) and boundary (a k loop of masked loads). BM above the rows per
+# strip (6 for BN = 16 on AVX2) gives several strips; unaligned shapes take both versions.
+STRIP_GEMMS = [
+    (48, 32, 64, 12, 16, 16, 1, "f32", "C", "C"),   # aligned: in-bounds version only, 2 strips
+    (50, 37, 41, 24, 16, 8, 1, "f32", "C", "C"),    # unaligned in every dim: both versions, 4 strips
+    (45, 40, 33, 12, 32, 8, 2, "f32", "F", "C"),    # A column-major, 2 subgroups
+    (45, 40, 33, 12, 16, 8, 1, "f32", "C", "F"),    # B column-major (plain loads, no block reads)
+    (30, 33, 35, 12, 16, 8, 1, "f32", "F", "F"),
+    (30, 33, 35, 12, 16, 8, 1, "bf16", "C", "C"),
+    (26, 20, 19, 8, 16, 32, 1, "f16", "C", "C"),    # K < BK: every k step on the boundary version
+]
+
+
+@pytest.mark.parametrize("M,N,K,BM,BN,BK,ns,dt,oa,ob", STRIP_GEMMS)
+def test_gemm_fast_and_boundary_versions(rng, M, N, K, BM, BN, BK, ns, dt, oa, ob):
+    a, b = rand(rng, (M, K), dt, oa), rand(rng, (K, N), dt, ob)
+    c = poisoned((M, N), dt)
+    matmul[(cdiv(M, BM), cdiv(N, BN))](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, num_subgroups=ns)
+    check(c, f64(a) @ f64(b), dt, scale_by_max=True)
+
+
+def test_gemm_versions_in_report():
+    from xejit.codegen.compiler import compile_kernel
+    x = np.zeros((16, 16), np.float32)
+    ck = compile_kernel(matmul.compile_ir(x, x, x, 1, 1, 1, BM=24, BN=16, BK=8, num_subgroups=1), "generic")
+    ins = ck.instructions
+    assert ins["GEMM register strips of 6 rows (in-bounds path)"] == 4
+    assert ins["GEMM boundary path: k loop (masked loads)"] == 1
+    assert ins["block_read_u32"] >= 8 * 4  # B rows re-read per strip
+
+
 @pytest.mark.parametrize("sgl,sgd", [((2, 2), (8, 16)),     # sg_layout x sg_data < tile: round-robin
                                      ((4, 2), (16, 32)),    # > tile: subgroups share data
                                      ((1, 1), (8, 16))])    # one subgroup, several sub-tiles

@@ -27,6 +27,13 @@ from .passes.common import CompilerError
 UNIFORM_A = True
 #: fuse loads whose only users are tile_mma operands into the FMA loop (k-slice by k-slice)
 FUSE_MMA_LOADS = True
+#: the CPU device's vector registers: the OpenCL CPU runtime here targets AVX2 (this VM exposes
+#: AVX2 + FMA, no AVX-512), 16 ymm registers of 32 bytes; GEMM register strips are sized to fit
+VECTOR_REGS = 16
+VECTOR_BYTES = 32
+#: GEMM boundary path (a tile not fully in bounds): a real loop over k with masked loads
+#: (small code: the driver build time does not grow with BK) instead of an unrolled copy
+LOOP_BOUNDARY_MMA = True
 
 F32, F16, I1, I8, I16, I32, I64 = bi.F32, bi.F16, ir.IntType(1), bi.I8, bi.I16, bi.I32, bi.I64
 
@@ -152,6 +159,8 @@ class GenericLowering:
         self.lane32 = bi.sub_group_local_id(b)
         self.lane = b.zext(self.lane32, I64, name="lane")
         self._lane_cols: dict[int, ir.Value] = {}
+        self._bases: dict = {}
+        self._zero_src = None
         pi = 0
         for a in fn.args:
             t = a.type
@@ -167,6 +176,8 @@ class GenericLowering:
                 else:
                     raise CompilerError(f"argument {a.name_hint}: arrays of rank {t.rank} are not supported")
                 self.env[id(a)] = Arr(ptr, dims2, strides2, t)
+                if self._zero_src is None:
+                    self._zero_src = dims[0]
                 self.env[("dims", id(a))] = (dims, strides)
             else:
                 self.env[id(a)] = self.llfn.args[pi]
@@ -594,63 +605,82 @@ class GenericLowering:
         return not any(o.name in ("xetile.store_tile", "xetile.atomic_rmw_tile", "xetile.store_scatter")
                        or o.regions for o in ops[start + 1:last])
 
-    def _slice_loads(self, A, B, k: int, M: int, G: int):
-        """Column k of a lazy A (M uniform scalars) and row k of a lazy B (G lane values), loaded
-        under one in-bounds test: fast path plain/block loads, boundary path masked loads."""
+    def _fast_addr(self, tile: Tile, r: int, col: ir.Value) -> ir.Value:
+        """Pointer to element (r, col) of an in-bounds tile on the fast path.
+
+        A fully in-bounds tile of a 2D array whose static order makes one dimension contiguous
+        (jit.memory_order: stride 1, or extent 1 where only offset 0 is in bounds) needs no
+        multiply by that stride: the address is ``base + r*s0 + col`` (row-major) or
+        ``base + r + col*s1`` (column-major), with ``base`` computed once per tile."""
+        b = self.b
+        mt = mem_type(tile.type.dtype)
+        key = ("tilebase", id(tile))
+        base = self._bases.get(key)
+        if base is None:
+            s0, s1 = tile.arr.strides
+            base = b.gep(tile.arr.ptr, [b.add(b.mul(tile.r0, s0), b.mul(tile.c0, s1))], source_etype=mt)
+            self._bases[key] = base
+        s0, s1 = tile.arr.strides
+        order = tile.arr.type.order
+        if order == (1, 0):
+            off = col if r == 0 else b.add(b.mul(I64(r), s0), col)
+        elif order == (0, 1):
+            off = b.add(I64(r), b.mul(col, s1)) if not (isinstance(col, ir.Constant) and col.constant == 0) else I64(r)
+        else:
+            off = b.add(b.mul(I64(r), s0), b.mul(col, s1))
+        return b.gep(base, [off], source_etype=mt)
+
+    def _rows_per_strip(self, G: int) -> int:
+        """Accumulator rows per register strip: RB*G lane values plus one B row and one
+        broadcast must fit the device's vector registers (VECTOR_REGS of VECTOR_BYTES)."""
+        per_val = max(1, -(-self.S * 4 // VECTOR_BYTES))  # registers per f32 lane value
+        return max(1, (VECTOR_REGS - 1 - G * per_val) // (G * per_val))
+
+    def _slice_vals(self, A, B, k: int, rows, G: int, fast: bool, bump=None):
+        """Column k of a lazy A (M uniform scalars) and row k of a lazy B (G lane values): plain /
+        block loads on the fast path (tile known in bounds), masked loads on the boundary path."""
         b = self.b
         todo = []
         if isinstance(A, LazyTile):
-            todo += [("A", m) for m in range(M)]
+            todo += [("A", m) for m in rows]
         if isinstance(B, LazyTile):
             todo += [("B", g) for g in range(G)]
-        conds = [x.inb for x in (A, B) if isinstance(x, LazyTile)]
-        cond = conds[0] if len(conds) == 1 else b.and_(conds[0], conds[1])
-
-        def emit(fast: bool):
-            vals = []
-            for which, i in todo:
-                lt = A if which == "A" else B
-                tile, et = lt.tile, lt.dtype
-                mt = mem_type(et)
-                r, col = (i, I64(k)) if which == "A" else (k, None)
-                if which == "B":
-                    C = lt.shape[1]
-                    if fast and self._block_io_ok(tile) is None:
-                        ptr = b.gep(tile.arr.ptr, [self._addr(tile, r, I64(i * self.S))], source_etype=mt)
-                        w = bi.block_read_u32(b, ptr)
-                        self.count("block_read_u32")
-                        vals.append(b.bitcast(w, F32) if et == f32 else w)
-                        continue
-                    col = self.col_index(C, i)
-                self.count(("uniform load (A, broadcast)" if which == "A" else "load") +
-                           (" (in-bounds path)" if fast else " (boundary path, masked)"))
-                if fast:
-                    vals.append(self.from_mem(et, b.load(self.elem_ptr(tile.arr, self._addr(tile, r, col)), typ=mt)))
+        vals = []
+        for which, i in todo:
+            lt = A if which == "A" else B
+            tile, et = lt.tile, lt.dtype
+            mt = mem_type(et)
+            r, col = (i, I64(k)) if which == "A" else (k, None)
+            if which == "B":
+                C = lt.shape[1]
+                if fast and self._block_io_ok(tile) is None:
+                    ptr = self._fast_addr(tile, r, I64(i * self.S))
+                    if bump is not None:
+                        ptr = b.gep(ptr, [bump], source_etype=mt)
+                    w = bi.block_read_u32(b, ptr)
+                    self.count("block_read_u32")
+                    vals.append(b.bitcast(w, F32) if et == f32 else w)
                     continue
-                H, W = tile.arr.dims
-                row = b.add(tile.r0, I64(r))
-                cc = b.add(tile.c0, col)
-                ok = b.and_(b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H)),
-                            b.and_(b.icmp_signed(">=", cc, I64(0)), b.icmp_signed("<", cc, W)))
-                idx = b.select(ok, self._addr(tile, r, col), I64(0))
-                v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
-                vals.append(b.select(ok, v, lt.pad))
-            return vals
-        with b.if_else(cond) as (then, otherwise):
-            with then:
-                fast = emit(True)
-                bf = b.block
-            with otherwise:
-                slow = emit(False)
-                bs = b.block
-        out = []
-        for x, y in zip(fast, slow):
-            phi = b.phi(x.type)
-            phi.add_incoming(x, bf)
-            phi.add_incoming(y, bs)
-            out.append(phi)
-        a_vals = out[:M] if isinstance(A, LazyTile) else None
-        b_vals = out[-G:] if isinstance(B, LazyTile) else None
+                col = self.col_index(C, i)
+            self.count(("uniform load (A, broadcast)" if which == "A" else "load") +
+                       (" (in-bounds path)" if fast else " (boundary path, masked)"))
+            if fast:
+                ptr = self._fast_addr(tile, r, col)
+                if bump is not None and which == "B":
+                    ptr = b.gep(ptr, [bump], source_etype=mt)
+                vals.append(self.from_mem(et, b.load(ptr, typ=mt)))
+                continue
+            H, W = tile.arr.dims
+            row = b.add(tile.r0, I64(r))
+            cc = b.add(tile.c0, col)
+            ok = b.and_(b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H)),
+                        b.and_(b.icmp_signed(">=", cc, I64(0)), b.icmp_signed("<", cc, W)))
+            idx = b.select(ok, self._addr(tile, r, col), I64(0))
+            v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
+            vals.append(b.select(ok, v, lt.pad))
+        na = len(rows) if isinstance(A, LazyTile) else 0
+        a_vals = dict(zip(rows, vals[:na])) if isinstance(A, LazyTile) else None
+        b_vals = vals[na:] if isinstance(B, LazyTile) else None
         return a_vals, b_vals
 
     def _load_uniform(self, tile: Tile, pad) -> Vec:
@@ -863,30 +893,141 @@ class GenericLowering:
             return self._tf32(x) if tf32 else x
         lazy = isinstance(A, LazyTile) or isinstance(B, LazyTile)
         Bp = None if isinstance(B, LazyTile) else [[prep(x, B.dtype) for x in row] for row in B.regs]
-        for k in range(K):
-            g, lane = (k // self.S, k % self.S) if K >= self.S else (0, k)
-            a_k = None
-            if lazy:
-                a_k, b_k = self._slice_loads(A, B, k, M, G)
-                if b_k is not None:
-                    Bp_k = [prep(x, B.dtype) for x in b_k]
-                self.count("fused k-slice loads")
-            if Bp is not None:
-                Bp_k = Bp[k]
-            for m in range(M):
-                if a_k is not None:
-                    a = prep(a_k[m], a_ty)
-                elif A.uniform:
-                    a = prep(A.regs[m][k], a_ty)
-                else:
-                    a = self.shuffle(prep(A.regs[m][g], a_ty), I32(lane))
-                for j in range(G):
-                    if isint:
-                        acc[m][j] = b.add(acc[m][j], b.mul(a, Bp_k[j]))
+
+        def steps(acc, fast):
+            acc = [list(row) for row in acc]
+            # register blocking: strips of RB rows, k inner, so a strip's accumulators stay in
+            # vector registers; B rows are re-read per strip (from L1)
+            rb = self._rows_per_strip(G) if (lazy and fast) else M
+            if lazy and fast:
+                self.count(f"GEMM register strips of {rb} rows (in-bounds path)", -(-M // rb))
+            for m0 in range(0, M, rb):
+                rows = range(m0, min(M, m0 + rb))
+                # strips after the first re-read B at an address the compilers cannot prove equal
+                # (+ strip * opaque zero): else they merge the loads and keep all of B live
+                bump = b.mul(I64(m0 // rb), self._opaque_zero()) if m0 else None
+                strip(acc, fast, rows, bump)
+            return acc
+
+        def strip(acc, fast, rows, bump=None):
+            for k in range(K):
+                g, lane = (k // self.S, k % self.S) if K >= self.S else (0, k)
+                a_k = None
+                if lazy:
+                    a_k, b_k = self._slice_vals(A, B, k, rows, G, fast, bump)
+                    if b_k is not None:
+                        Bp_k = [prep(x, B.dtype) for x in b_k]
+                if Bp is not None:
+                    Bp_k = Bp[k]
+                for m in rows:
+                    if a_k is not None:
+                        a = prep(a_k[m], a_ty)
+                    elif A.uniform:
+                        a = prep(A.regs[m][k], a_ty)
                     else:
-                        acc[m][j] = self.fma(a, Bp_k[j], acc[m][j])
+                        a = self.shuffle(prep(A.regs[m][g], a_ty), I32(lane))
+                    for j in range(G):
+                        if isint:
+                            acc[m][j] = b.add(acc[m][j], b.mul(a, Bp_k[j]))
+                        else:
+                            acc[m][j] = self.fma(a, Bp_k[j], acc[m][j])
+
+        if not lazy:
+            acc = steps(acc, True)
+        else:
+            # one uniform test per tile_mma: the in-bounds version runs branch-free with constant
+            # offsets; the boundary version masks every load (docs/compiler.md)
+            self.count("fused k-slice loads", K)
+            conds = [x.inb for x in (A, B) if isinstance(x, LazyTile)]
+            cond = conds[0] if len(conds) == 1 else b.and_(conds[0], conds[1])
+            with b.if_else(cond, likely=True) as (then, otherwise):
+                with then:
+                    self._bases = {}
+                    fast = steps(acc, True)
+                    self._bases = {}
+                    bf = b.block
+                with otherwise:
+                    if LOOP_BOUNDARY_MMA and not isint and isinstance(A, LazyTile) and isinstance(B, LazyTile):
+                        slow = self._mma_boundary_loop(A, B, acc, M, K, G, prep)
+                    else:
+                        slow = steps(acc, False)
+                    bs = b.block
+            merged = []
+            for rf, rs in zip(fast, slow):
+                row = []
+                for x, y in zip(rf, rs):
+                    phi = b.phi(x.type)
+                    phi.add_incoming(x, bf)
+                    phi.add_incoming(y, bs)
+                    row.append(phi)
+                merged.append(row)
+            acc = merged
         self.count("fma" if not isint else "int mul+add", M * K * G)
         return Vec((M, N), rt, acc)
+
+    def _opaque_zero(self) -> ir.Value:
+        """A uniform i64 that is 0 at run time but not to the compilers (first array's dim 0 >> 62):
+        register strips after the first add ``strip * opaque_zero`` to their B addresses, so
+        neither LLVM nor the device compiler merges the re-reads and keeps all of B live."""
+        z = self._bases.get("zero")
+        if z is None:
+            with self.b.goto_entry_block():
+                self.b.position_after(self.lane)
+                z = self.b.lshr(self._zero_src, I64(62), name="opaque_zero")
+            self._bases["zero"] = z
+        return z
+
+    def _mma_boundary_loop(self, A, B, acc, M, K, G, prep):
+        """acc += A @ B for fused loads of a tile not fully in bounds: a loop over k (one masked
+        column of A and row of B per step); returns the accumulators after the loop."""
+        b = self.b
+        pre = b.block
+        loop = b.append_basic_block("mma_edge")
+        done = b.append_basic_block("mma_edge_done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        kk = b.phi(I64, name="k")
+        kk.add_incoming(I64(0), pre)
+        phis = []
+        for row in acc:
+            prow = []
+            for x in row:
+                p = b.phi(x.type)
+                p.add_incoming(x, pre)
+                prow.append(p)
+            phis.append(prow)
+        C = B.shape[1]
+        bk = [prep(self._masked_load(B, kk, self.col_index(C, g)), B.dtype) for g in range(G)]
+        new = []
+        for m in range(M):
+            a = prep(self._masked_load(A, I64(m), kk), A.dtype)
+            new.append([self.fma(a, bk[g], phis[m][g]) for g in range(G)])
+        nxt = b.add(kk, I64(1))
+        latch = b.block
+        kk.add_incoming(nxt, latch)
+        for prow, nrow in zip(phis, new):
+            for p, v in zip(prow, nrow):
+                p.add_incoming(v, latch)
+        b.cbranch(b.icmp_signed("<", nxt, I64(K)), loop, done)
+        b.position_at_end(done)
+        self.count("GEMM boundary path: k loop (masked loads)")
+        return new
+
+    def _masked_load(self, lt: "LazyTile", r: ir.Value, col: ir.Value) -> ir.Value:
+        """Element (r, col) of a lazy tile (tile-relative, i64), padding when out of bounds."""
+        b = self.b
+        tile, et = lt.tile, lt.dtype
+        mt = mem_type(et)
+        H, W = tile.arr.dims
+        s0, s1 = tile.arr.strides
+        row = b.add(tile.r0, r)
+        cc = b.add(tile.c0, col)
+        ok = b.and_(b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H)),
+                    b.and_(b.icmp_signed(">=", cc, I64(0)), b.icmp_signed("<", cc, W)))
+        idx = b.select(ok, b.add(b.mul(row, s0), b.mul(cc, s1)), I64(0))
+        v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
+        self.count("masked load (boundary path)")
+        return b.select(ok, v, lt.pad)
 
     def _tf32(self, x):
         b = self.b

@@ -87,13 +87,14 @@ _DG2_CONFIGS = [
 # 8x32x8/2 81 GFLOP/s, 4x32x16/1 70, 4x32x8/1 69, 8x32x8/1 62, 16x32x8/2 60, 16x64x8/4 60;
 # 32x64x16/1 about 39); each builds in about a second, while 64x64 tiles took over a minute in
 # the CPU driver. M=1 (decode) shapes want BM=1: 1x64x16/1 4.4 GFLOP/s, 4x32x8/1 1.9.
+# Measured on the OpenCL CPU device (docs/compiler.md, "Generic target performance"): 6 rows x 16
+# columns per subgroup keeps the accumulators in the 16 AVX2 registers; BK 8-16; larger tiles
+# are correct but not faster and take longer to build in the driver.
 _GENERIC_CONFIGS = [
-    _c(8, 32, 8, 2, 1),
-    _c(4, 32, 16, 1, 1),
-    _c(4, 32, 8, 1, 1),
+    _c(6, 16, 8, 1, 1),
+    _c(6, 16, 16, 1, 1),
+    _c(12, 16, 16, 2, 1),
     _c(8, 32, 8, 1, 1),
-    _c(16, 32, 8, 2, 1),
-    _c(16, 64, 8, 4, 1),
     _c(1, 64, 16, 1, 1),      # decode-like shapes (M = 1)
     _c(1, 32, 8, 1, 1),
 ]
