@@ -22,6 +22,7 @@ from .codegen.errors import ArgumentError
 from .ir.core import Module
 
 _memo: dict[str, tuple[Any, tuple, list, tuple]] = {}
+_fast: dict[tuple, tuple[Module, tuple[Any, tuple, list, tuple]]] = {}
 
 
 def _versions() -> tuple[str, str]:
@@ -64,9 +65,16 @@ def compiled(kernel, module: Module, options: dict, device=None):
     device = device or default_device()
     emulate_target = os.environ.get("XEJIT_EMULATE")
     target = emulate_target or device.target
+    # Fast path for repeated launches: the jit keeps one Module object per specialization, so
+    # its identity (checked, not just its id) stands for the specialization without hashing.
+    fast_key = (id(module), target, bool(emulate_target), device.filter_string, tuple(sorted(options.items())))
+    hit = _fast.get(fast_key)
+    if hit is not None and hit[0] is module:
+        return hit[1]
     key = cache_key(kernel, module, target, options, bool(emulate_target))
     got = _memo.get(key)
     if got is not None:
+        _fast[fast_key] = (module, got)
         return got
     cache = default_cache()
     blob = cache.get(key)
@@ -89,7 +97,14 @@ def compiled(kernel, module: Module, options: dict, device=None):
     rk = prog.kernel(meta["name"], tuple(meta["signature"]))
     got = (rk, tuple(meta["signature"]), [tuple(p) for p in meta["arg_plan"]], tuple(meta["workgroup_size"]))
     _memo[key] = got
+    _fast[fast_key] = (module, got)
     return got
+
+
+def clear_memory_caches() -> None:
+    """Forget compiled kernels held in this process (the on-disk cache is kept)."""
+    _memo.clear()
+    _fast.clear()
 
 
 def _facts(x):
@@ -129,4 +144,4 @@ def compile_and_launch(kernel, module: Module, grid: tuple[int, ...], args: list
     rk.launch(grid, block, *expand_args(plan, list(args)))
 
 
-__all__ = ["compile_and_launch", "compiled", "expand_args", "cache_key", "np"]
+__all__ = ["compile_and_launch", "compiled", "clear_memory_caches", "expand_args", "cache_key", "np"]

@@ -54,15 +54,19 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
 
 
+@functools.lru_cache(maxsize=1)
+def _torch_dtypes() -> dict:
+    import torch
+    return {torch.bfloat16: bf16, torch.float16: scalar_type_from_numpy(np.float16),
+            torch.float32: f32, torch.int8: scalar_type_from_numpy(np.int8),
+            torch.uint8: scalar_type_from_numpy(np.uint8), torch.int32: scalar_type_from_numpy(np.int32),
+            torch.int64: scalar_type_from_numpy(np.int64), torch.bool: scalar_type_from_numpy(np.bool_)}
+
+
 def array_facts(x: Any) -> tuple[ScalarType, tuple[int, ...], tuple[int, ...], int]:
     """(dtype, shape, strides in elements, base address) of a numpy/torch/dpctl array."""
     if _is_torch(x):
-        import torch
-        tmap = {torch.bfloat16: bf16, torch.float16: scalar_type_from_numpy(np.float16),
-                torch.float32: f32, torch.int8: scalar_type_from_numpy(np.int8),
-                torch.uint8: scalar_type_from_numpy(np.uint8),
-                torch.int32: scalar_type_from_numpy(np.int32),
-                torch.int64: scalar_type_from_numpy(np.int64), torch.bool: scalar_type_from_numpy(np.bool_)}
+        tmap = _torch_dtypes()
         if x.dtype not in tmap:
             raise XejitError(f"unsupported torch dtype {x.dtype}")
         return tmap[x.dtype], tuple(x.shape), tuple(x.stride()), x.data_ptr()
