@@ -12,3 +12,4 @@ from .printer import print_function, print_module
 from .verifier import IRVerificationError, verify_function, verify_module
 
 __all__ = [n for n in dir() if not n.startswith("_")]
+from . import gpu, xegpu  # noqa: E402,F401  (register the subgroup and XeGPU dialects' ops)

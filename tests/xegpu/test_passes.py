@@ -1,0 +1,228 @@
+"""Blocking, pipelining and lane distribution, tested differentially with the interpreter
+(xetile-sg before, XeGPU after) and structurally."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from xejit.codegen import lower_xegpu
+from xejit.codegen.passes import blocking, lane_distribution, pipelining
+from xejit.codegen.passes.common import CompilerError
+from xejit.codegen.passes.lane_distribution import lane_map
+from xejit.codegen.targets import get_target
+
+from .helpers import gemm_case, run_interp, sg_function
+from .kernels import epilogue, gemm, gemm_prefetch, row_sum
+
+K_OF = {"bf16": 16, "f16": 16, "f32": 8, "i8": 32}
+
+
+def _differential(case, target, stages=3):
+    """Interpret the xetile-sg function and the XeGPU function on the same inputs."""
+    fn = case["fn"]
+    x = lower_xegpu.to_xegpu(fn, target, num_stages=stages)
+    outs = []
+    for f in (fn, x):
+        c = np.array(case["c"], copy=True, order="K")
+        run_interp(f, case["grid"], [case["a"], case["b"], c, *case["args"][3:]])
+        outs.append(c)
+    before, after = outs
+    if case["c_dtype"] == "i32":
+        np.testing.assert_array_equal(before, after)
+    else:
+        np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5 * np.abs(before).max())
+    return x
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(target=st.sampled_from(["pvc", "dg2"]), dtype=st.sampled_from(["bf16", "f16", "f32", "i8"]),
+       bm=st.sampled_from([1, 2, 8, 16, 32]), bn_mult=st.sampled_from([1, 2, 4]),
+       bk_mult=st.sampled_from([1, 2]), b_col=st.booleans(),
+       m=st.integers(1, 40), n=st.integers(1, 70), k=st.integers(1, 70), stages=st.integers(0, 3))
+def test_blocking_differential_random_gemms(target, dtype, bm, bn_mult, bk_mult, b_col, m, n, k, stages):
+    # (dg2 has no tf32 DPAS: f32 there is the FMA multiply-accumulate)
+    tgt = get_target(target)
+    bn = tgt.dpas.n * bn_mult
+    bk = K_OF[dtype] * bk_mult
+    case = gemm_case(gemm, dtype, m, n, k, bm, bn, bk, b_colmajor=b_col, seed=m * 1000 + n + k)
+    x = _differential(case, target, stages)
+    names = [op.name for op in x.walk()]
+    assert "xetile.tile_mma" not in names and "xegpu.dpas" in names
+
+
+@pytest.mark.parametrize("target", ["pvc", "dg2"])
+def test_blocking_differential_epilogue_broadcast_and_math(target):
+    rng = np.random.default_rng(1)
+    bn = 2 * get_target(target).dpas.n
+    x = rng.uniform(-1, 1, (20, bn)).astype(np.float16)
+    bias = rng.uniform(-1, 1, (1, bn)).astype(np.float32)
+    y0, y1 = np.zeros((20, bn), np.float16), np.zeros((20, bn), np.float16)
+    fn = sg_function(epilogue, x, bias, y0, BM=8, BN=bn)
+    xf = lower_xegpu.to_xegpu(fn, target)
+    run_interp(fn, (3,), [x, bias, y0])
+    run_interp(xf, (3,), [x, bias, y1])
+    np.testing.assert_array_equal(y0, y1)
+
+
+def test_dpas_count_matches_tile_arithmetic():
+    # 32x64 subgroup tile, K-step 32, bf16 on pvc: (32/8) * (64/16) * (32/16) = 32 DPAS per k-step
+    case = gemm_case(gemm, "bf16", 64, 64, 64, 32, 64, 32)
+    rep = blocking.BlockingReport()
+    x = blocking.run(case["fn"], get_target("pvc"), rep)
+    loop = next(op for op in x.walk() if op.name == "scf.for")
+    assert sum(op.name == "xegpu.dpas" for op in loop.regions[0].block.ops) == 32
+    assert rep.dpas_total == 32 and rep.fallbacks == []
+    # dg2 (N = 8): (32/8) * (64/8) * (32/16) = 64
+    x = blocking.run(case["fn"], get_target("dg2"))
+    loop = next(op for op in x.walk() if op.name == "scf.for")
+    assert sum(op.name == "xegpu.dpas" for op in loop.regions[0].block.ops) == 64
+
+
+def test_load_blocks_and_dpas_blocks_are_chosen_independently():
+    case = gemm_case(gemm, "bf16", 64, 64, 64, 32, 64, 32)
+    x = blocking.run(case["fn"], get_target("pvc"))
+    loads = [op for op in x.walk() if op.name == "xegpu.load_nd"]
+    a_load = next(op for op in loads if not op.attributes.get("packed"))
+    b_loads = [op for op in loads if op.attributes.get("packed")]
+    assert a_load.operands[0].type.shape == (32, 16) and a_load.operands[0].type.array_length == 2
+    assert [op.operands[0].type.shape for op in b_loads] == [(32, 16), (32, 16)]
+    assert all(op.operands[0].type.array_length == 2 for op in b_loads)
+    dpas = next(op for op in x.walk() if op.name == "xegpu.dpas")
+    assert dpas.operands[0].type.shape == (8, 16) and dpas.operands[1].type.shape == (8, 16, 2)
+    slices = [op for op in x.walk() if op.name == "vector.extract_strided_slice"]
+    assert len(slices) == 4 * 2 + 2 * 2 * 2      # A: 4 row blocks x 2; B: 2 k-blocks per result
+
+
+def test_column_major_b_uses_32bit_transposed_loads():
+    case = gemm_case(gemm, "bf16", 64, 64, 64, 32, 64, 32, b_colmajor=True)
+    x = _differential(case, "pvc")
+    tl = [op for op in x.walk() if op.name == "xegpu.load_nd" and op.attributes.get("transpose")]
+    assert tl and all(op.attributes["transpose_bit_width"] == 32 for op in tl)
+    assert all(op.results[0].type.shape == (8, 16, 2) for op in tl)
+
+
+def test_unaligned_array_falls_back_to_gather_and_says_why(monkeypatch):
+    case = gemm_case(gemm, "f16", 16, 32, 36, 16, 32, 16)   # A: pitch 36 x 2 B, not 16-aligned
+    rep = blocking.BlockingReport()
+    x = blocking.run(case["fn"], get_target("pvc"), rep)
+    assert [e["instruction"] for e in rep.fallbacks] == ["gather"]
+    assert "16-byte aligned" in rep.fallbacks[0]["reason"] and "kernels.py" in rep.fallbacks[0]["loc"]
+    assert any(op.name == "xegpu.load_gather" for op in x.walk())
+    _differential(case, "pvc")
+    res = lower_xegpu.lower(case["fn"], "pvc", {"emulate": False})
+    assert any("16-byte aligned" in f for f in res["fallbacks"])
+    monkeypatch.setenv("XEJIT_STRICT", "1")
+    with pytest.raises(CompilerError, match="XEJIT_STRICT"):
+        blocking.run(case["fn"], get_target("pvc"))
+
+
+def test_unsupported_ops_raise_with_the_source_line():
+    x = np.zeros((16, 32), np.float32)
+    y = np.zeros((16, 1), np.float32)
+    fn = sg_function(row_sum, x, y, BM=16, BN=32)
+    with pytest.raises(CompilerError, match=r"kernels\.py:\d+.*tile_reduce.*not supported"):
+        blocking.run(fn, get_target("pvc"))
+    with pytest.raises(CompilerError, match="DPAS target"):
+        blocking.run(fn, get_target("generic"))
+
+
+def test_pipelining_prefetches_num_stages_ahead():
+    case = gemm_case(gemm, "bf16", 64, 64, 128, 32, 64, 32)
+    for stages in (1, 3):
+        x = pipelining.run(blocking.run(case["fn"], get_target("pvc")), stages, get_target("pvc"))
+        loop = next(op for op in x.walk() if op.name == "scf.for")
+        before = [op for op in x.entry.ops if op.name == "xegpu.prefetch_nd"]
+        inside = [op for op in loop.regions[0].block.ops if op.name == "xegpu.prefetch_nd"]
+        assert len(inside) == 3 and len(before) == 3 * stages       # A + 2 B descriptors
+        assert len(loop.operands) - 3 == 4 * 4 + 3 + 3             # acc blocks, descs, prefetch descs
+    _differential(case, "pvc", stages=2)
+    # no prefetch for a target without 2D block IO, none added when the user prefetches
+    x = pipelining.run(blocking.run(case["fn"], get_target("dg2")), 3, get_target("dg2"))
+    assert not any(op.name == "xegpu.prefetch_nd" for op in x.walk())
+    a, b, c = case["a"], case["b"], np.zeros((64, 64), np.float32)
+    fn = sg_function(gemm_prefetch, a.view(np.float16), b.view(np.float16), c, 64, 64, 128, BM=32, BN=64, BK=32)
+    x = lower_xegpu.to_xegpu(fn, "pvc", num_stages=3)
+    loop = next(op for op in x.walk() if op.name == "scf.for")
+    assert sum(op.name == "xegpu.prefetch_nd" for op in x.walk()) == 1          # the user's (A only)
+    assert len(loop.results) == 16 + 3
+
+
+@pytest.mark.parametrize("target,dtype,a_map,b_map", [
+    ("pvc", "bf16", (1, 16, 1, 1), (1, 16, 2, 1)),
+    ("pvc", "f16", (1, 16, 1, 1), (1, 16, 2, 1)),
+    ("pvc", "f32", (2, 8, 1, 1), (1, 16, 1, 1)),     # tf32
+    ("pvc", "i8", (1, 16, 1, 2), (1, 16, 4, 1)),
+    ("dg2", "bf16", (1, 8, 1, 2), (1, 8, 2, 1)),
+    ("dg2", "i8", (1, 8, 1, 4), (1, 8, 4, 1)),
+])
+def test_lane_distribution_follows_the_rfc_sg_map_rules(target, dtype, a_map, b_map):
+    tgt = get_target(target)
+    case = gemm_case(gemm, dtype, 32, 32, 64, 16, 2 * tgt.dpas.n, K_OF[dtype])
+    x = lane_distribution.run(blocking.run(case["fn"], tgt), tgt)
+    dp = next(op for op in x.walk() if op.name == "xegpu.dpas")
+    lay = lambda v: (*v.op.attributes["layout"].lane_layout, *v.op.attributes["layout"].lane_data)  # noqa: E731
+    assert lay(dp.operands[0]) == a_map
+    assert lay(dp.operands[1]) == b_map
+    assert (*dp.attributes["layout"].lane_layout, *dp.attributes["layout"].lane_data) == (1, tgt.dpas.n, 1, 1)
+    assert lane_map(dp.operands[0].type.shape, tgt.subgroup_size) == a_map
+
+
+@pytest.mark.parametrize("target", ["pvc", "dg2"])
+def test_each_pass_preserves_values(target):
+    """Interpret after blocking, after pipelining, after lane distribution: all agree."""
+    tgt = get_target(target)
+    case = gemm_case(gemm, "f16", 45, 70, 96, 16, 2 * tgt.dpas.n, 32, seed=7)
+    fn = case["fn"]
+    stages = [blocking.run(fn, tgt)]
+    stages.append(pipelining.run(blocking.run(fn, tgt), 2, tgt))
+    stages.append(lane_distribution.run(pipelining.run(blocking.run(fn, tgt), 2, tgt), tgt))
+    ref = np.full_like(case["c"], np.nan)
+    run_interp(fn, case["grid"], [case["a"], case["b"], ref, *case["args"][3:]])
+    for x in stages:
+        c = np.full_like(case["c"], np.nan)
+        run_interp(x, case["grid"], [case["a"], case["b"], c, *case["args"][3:]])
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+def test_column_major_a_and_c_are_reported_fallbacks():
+    rng = np.random.default_rng(0)
+    a = np.asfortranarray(rng.uniform(-1, 1, (32, 64)).astype(np.float16))
+    b = rng.uniform(-1, 1, (64, 32)).astype(np.float16)
+    c = np.asfortranarray(np.zeros((32, 32), np.float32))
+    fn = sg_function(gemm, a, b, c, 32, 32, 64, BM=16, BN=32, BK=32)
+    rep = blocking.BlockingReport()
+    blocking.run(fn, get_target("pvc"), rep)
+    reasons = {e["instruction"]: e["reason"] for e in rep.fallbacks}
+    assert set(reasons) == {"gather", "scatter"}
+    assert "column-major" in reasons["gather"] and "column-major" in reasons["scatter"]
+    case = dict(fn=fn, c=c, grid=(2, 1), args=[a, b, c, 32, 32, 64], a=a, b=b, c_dtype="f32")
+    _differential(case, "pvc")
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(target=st.sampled_from(["pvc", "dg2"]), nsg=st.sampled_from([2, 4]),
+       dtype=st.sampled_from(["bf16", "i8"]), m=st.integers(1, 70), n=st.integers(1, 70))
+def test_workgroup_pipeline_differential(target, nsg, dtype, m, n):
+    """Workgroup kernel (xetile) vs its XeGPU form after the whole pipeline (layout propagation,
+    wg->sg distribution, cleanup, then this path), interpreted subgroup by subgroup."""
+    from xejit.codegen.passes import cleanup, distribute_to_subgroups, propagate_layouts
+    from xejit.ir.gpu import run_grid_subgroups
+    from .helpers import _torch_like, interp_args
+    tgt = get_target(target)
+    bm, bn, bk = 32, 4 * tgt.dpas.n, K_OF[dtype]
+    case = gemm_case(gemm, dtype, m, n, 2 * bk, bm, bn, bk, seed=m + 100 * n)
+    like = ([_torch_like(case["a"], dtype), _torch_like(case["b"], dtype), case["c"]]
+            if dtype == "bf16" else case["args"][:3])
+    wg = gemm.compile_ir(*like, *case["args"][3:], BM=bm, BN=bn, BK=bk, num_subgroups=nsg,
+                         **({} if dtype != "f32" else {"PREC": "tf32"})).functions[0]
+    sg = cleanup(distribute_to_subgroups(propagate_layouts(wg)))
+    x = lower_xegpu.to_xegpu(sg, tgt)
+    ref = np.array(case["c"], copy=True)
+    run_interp(wg, case["grid"], [case["a"], case["b"], ref, *case["args"][3:]])
+    c = np.array(case["c"], copy=True)
+    run_grid_subgroups(x, case["grid"], interp_args(x, [case["a"], case["b"], c, *case["args"][3:]]), nsg)
+    if dtype == "i8":
+        np.testing.assert_array_equal(c, ref)
+    else:
+        np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())

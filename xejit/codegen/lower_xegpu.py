@@ -1,0 +1,1222 @@
+"""The XeGPU path for DPAS targets (pvc, bmg, lnl, dg2): xetile-sg -> XeGPU IR -> LLVM IR.
+
+``lower(sg_fn, target, ctx)`` is the hook ``compiler.compile_kernel`` calls for targets with DPAS
+(docs/compiler.md). It runs, as named units:
+
+1. ``passes.blocking``          xetile-sg -> XeGPU (load/DPAS/store blocks, fallback report)
+2. ``passes.pipelining``        prefetch k-loop loads ``num_stages`` iterations ahead
+3. ``passes.lane_distribution`` sg_map (lane_layout / lane_data) of every block
+4. target verification         ``xegpu.verify_for_target`` (DPAS shapes, 2D block limits)
+5. :class:`XeGPULowering`       XeGPU -> LLVM IR (llvmlite)
+
+Register model: a block value [h, w] (VNNI-packed [h/v, w, v] as 32-bit words) is one LLVM
+vector per lane laid out as ``lane_distribution`` says -- the per-work-item layout of the 2D
+block loads and of the DPAS operands, so loads feed DPAS without shuffles. bf16 is held as i16
+bits, f16 as half, int8 as i8; one element is a scalar (SPIR-V has no 1-component vectors);
+blocks of more than 16 elements per lane (load blocks before they are sliced into DPAS blocks)
+stay in a private buffer (:class:`Lazy`). Element-wise math on 16-bit floats is done in f32 and
+rounded back (bf16: nearest-even), like the interpreter.
+
+Instructions come from ``emulation.declare_*`` (real builtins, or their emulation when
+``ctx["emulate"]``). Where the hardware has no boundary check the code has one:
+
+* 2D block IO needs a surface at least 64 bytes wide, a pitch of at least 64 bytes and >= the
+  width (a multiple of 16 is checked at compile time through the array's 16-byte alignment): the
+  check is computed where a descriptor is created and each k-loop is *versioned* on it -- one
+  version with only 2D block instructions and DPAS, one with the same accesses done per lane in
+  code. Outside loops each 2D op is guarded. The base address is aligned down to 64 bytes and the
+  x coordinate / width moved by the same amount (as Triton does).
+* Under emulation (the CPU device) the emulated instructions take any surface: they are called
+  unconditionally, loops are not versioned (``ctx["version_loops"]=True`` turns it on) and the
+  base is not aligned down (the CPU compiler produced address-dependent wrong results for it).
+* dg2 has no 2D block IO: loads use subgroup block reads of whole rows (32-bit words for A/C,
+  16/8-bit rows combined into VNNI words for B) when the block is in bounds and 4-byte aligned,
+  per-lane loads with bounds checks otherwise; stores are per lane with bounds checks.
+* ``load_tile(..., padding=p)`` with p != 0 is done in code (the hardware pads with zero);
+  reported as a fallback.
+
+Unsupported ops (tile_reduce, transpose, convert_layout, atomics, fences and named barriers in
+the lowering) raise :class:`CompilerError` naming the op and its source line.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+from llvmlite import ir
+
+from ..ir import xegpu as xg
+from ..ir.core import (ArrayType, Function, Operation, ScalarType, Value, VectorType, bf16, f16,
+                       f32_to_bf16_bits, i1)
+from ..ir.printer import print_function
+from ..ir.verifier import verify_function
+from . import builtins as bi
+from . import emulation as emu
+from .passes import blocking, lane_distribution, pipelining
+from .passes.common import CompilerError
+from .passes.lane_distribution import per_lane_count
+from .targets import Target, check_block_shape, get_target
+
+F32, F16, I1, I8, I16, I32, I64 = bi.F32, bi.F16, ir.IntType(1), bi.I8, bi.I16, bi.I32, bi.I64
+PRIV = ir.PointerType()
+
+_OCL_MATH = {"math.exp": "_Z3expf", "math.exp2": "_Z4exp2f", "math.log": "_Z3logf",
+             "math.log2": "_Z4log2f", "math.sqrt": "_Z4sqrtf", "math.rsqrt": "_Z5rsqrtf",
+             "math.tanh": "_Z4tanhf", "math.sin": "_Z3sinf", "math.cos": "_Z3cosf",
+             "math.erf": "_Z3erff", "math.absf": "_Z4fabsf", "math.floor": "_Z5floorf",
+             "math.ceil": "_Z4ceilf", "arith.maxnumf": "_Z4fmaxff", "arith.minnumf": "_Z4fminff",
+             "arith.remf": "_Z4fmodff", "math.powf": "_Z3powff"}
+_FBIN = {"arith.addf": "fadd", "arith.subf": "fsub", "arith.mulf": "fmul", "arith.divf": "fdiv"}
+_IBIN = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "arith.divsi": "sdiv",
+         "arith.divui": "udiv", "arith.remsi": "srem", "arith.remui": "urem", "arith.andi": "and_",
+         "arith.ori": "or_", "arith.xori": "xor", "arith.shli": "shl", "arith.shrsi": "ashr",
+         "arith.shrui": "lshr"}
+_IMINMAX = {"arith.maxsi": (">", True), "arith.minsi": ("<", True), "arith.maxui": (">", False),
+            "arith.minui": ("<", False)}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def reg_type(t: ScalarType) -> ir.Type:
+    """LLVM type of one element in registers and memory (bf16 as i16 bits)."""
+    return {"f32": F32, "f16": F16, "bf16": I16, "i8": I8, "u8": I8, "i32": I32, "i64": I64,
+            "index": I64, "i1": I1}[t.name]
+
+
+def _const(t: ScalarType, v) -> ir.Constant:
+    if t == bf16:
+        return ir.Constant(I16, int(f32_to_bf16_bits(np.float32([v]))[0]))
+    if t.is_float:
+        return ir.Constant(reg_type(t), float(v))
+    if t == i1:
+        return ir.Constant(I1, int(bool(v)))
+    bits = reg_type(t).width
+    iv = int(v) & ((1 << bits) - 1)
+    if iv >= 1 << (bits - 1):
+        iv -= 1 << bits
+    return ir.Constant(reg_type(t), iv)
+
+
+def _splat(c: ir.Constant, n: int) -> ir.Constant:
+    return c if n == 1 else ir.Constant(ir.VectorType(c.type, n), [c] * n)
+
+
+def _vt(el: ir.Type, n: int) -> ir.Type:
+    """``<n x el>``, or ``el`` itself for one element (SPIR-V has no 1-component vectors)."""
+    return el if n == 1 else ir.VectorType(el, n)
+
+
+# ----------------------------------------------------------------------------------------------
+# Values during lowering
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Arr:
+    ptr: ir.Value
+    dims: list          # logical shape (i64)
+    strides: list       # logical strides in elements (i64)
+    type: ArrayType
+
+
+@dataclass
+class TD:
+    """A descriptor: its array, a 2D view (H, W, s0, s1: memory view for nd descriptors,
+    logical for block-scattered ones), and the moving (row, col)."""
+    arr: Arr
+    H: ir.Value
+    W: ir.Value
+    s0: ir.Value
+    s1: ir.Value
+    row: ir.Value
+    col: ir.Value
+    type: xg.TensorDescType
+    #: (aligned base, width bytes, height, pitch bytes (i32), base offset (i64), ok flag) of a 2D
+    #: block surface: fixed per descriptor, computed where it is created (outside k-loops)
+    surf: Optional[tuple] = None
+
+    def moved(self, row, col) -> "TD":
+        return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf)
+
+
+@dataclass
+class GTD:
+    """A scattered descriptor by element offsets: this lane's offsets (i64, like the data)."""
+    arr: Arr
+    offsets: ir.Value
+    type: xg.TensorDescType
+
+
+@dataclass
+class Lazy:
+    """A block too long for one SPIR-V vector, kept in a private buffer (only sliced)."""
+    buf: ir.Value
+    unit: ir.Type
+    off: int
+    type: VectorType
+
+
+def kernel_abi(fn: Function) -> tuple[list[str], list[tuple[int, str, str]]]:
+    """docs/compiler.md's kernel ABI for an XeGPU function (arrays written through store_nd /
+    store_scatter / atomic_rmw are "ptr", the others "ptr_in")."""
+    from .lower_generic import kernel_abi as abi
+    return abi(fn, written_arrays(fn))
+
+
+def written_arrays(fn: Function) -> set[int]:
+    def root(v: Value) -> Value:
+        while not isinstance(v.type, ArrayType):
+            if getattr(v, "op", None) is None:   # loop block argument -> its init
+                v = v.block.parent.parent.operands[2 + v.index]
+            else:
+                v = v.op.operands[0]
+        return v
+    out = set()
+    for op in fn.walk():
+        if op.name in ("xegpu.store_nd", "xegpu.store_scatter"):
+            out.add(id(root(op.operands[1])))
+        elif op.name == "xegpu.atomic_rmw":
+            out.add(id(root(op.operands[0])))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The lowering
+# ----------------------------------------------------------------------------------------------
+
+
+class XeGPULowering:
+    """XeGPU IR (after lane distribution) -> one SPIR-V kernel in an llvmlite module."""
+
+    def __init__(self, fn: Function, target: Target, emulate: bool, num_subgroups: int = 1,
+                 version_loops: Optional[bool] = None):
+        self.fn, self.target, self.emulate = fn, target, emulate
+        # k-loop versioning on the surface checks: always on real targets; off by default under
+        # emulation (emulated instructions take any surface; both versions double build time)
+        self.version_loops = (not emulate) if version_loops is None else version_loops
+        self.sg = target.subgroup_size
+        self.nsg = num_subgroups
+        self.module = bi.new_module(fn.name)
+        self.env: dict[int, Any] = {}
+        self.instructions: Counter = Counter()
+        #: id(surface-ok flag) -> True/False inside a versioned loop (see op_scf_for)
+        self.versioned: dict[int, bool] = {}
+        self.fallbacks: list[str] = []
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def run(self) -> ir.Module:
+        fn = self.fn
+        self.signature, self.arg_plan = kernel_abi(fn)
+        lltypes = [bi.GLOBAL if k in ("ptr", "ptr_in") else (F32 if k == "f32" else I64)
+                   for k in self.signature]
+        self.kernel = bi.kernel(self.module, fn.name, lltypes, subgroup_size=self.sg)
+        entry = self.kernel.append_basic_block("entry")
+        self.alloca_b = ir.IRBuilder(entry)
+        body = self.kernel.append_basic_block("body")
+        self.b = ir.IRBuilder(body)
+        args = iter(self.kernel.args)
+        for a in fn.args:
+            t = a.type
+            if isinstance(t, ArrayType):
+                ptr = next(args)
+                dims = [next(args) for _ in range(t.rank)]
+                strides = [next(args) for _ in range(t.rank)]
+                self.env[id(a)] = Arr(ptr, dims, strides, t)
+            else:
+                self.env[id(a)] = next(args)
+        self.lane = bi.sub_group_local_id(self.b)
+        self.block(fn.entry)
+        self.alloca_b.branch(body)
+        return self.module
+
+    def err(self, op: Operation, msg: str) -> CompilerError:
+        return CompilerError(msg, op)
+
+    def instr(self, f: ir.Function) -> ir.Function:
+        """An instruction function from ``emulation``, as declared there. (Marking emulated
+        bodies noinline made the CPU compiler give up on subgroups -- one work-item per
+        subgroup -- since they use subgroup builtins; our own helpers take the lane id as an
+        argument instead.)"""
+        return f
+
+    def guarded(self, ok: ir.Value, instruction, in_code) -> None:
+        """``if ok: instruction() else: in_code()``: the 2D block instruction when the surface
+        suits it, else the same access in code. Emulated instructions handle any surface, so
+        under emulation the instruction is called unconditionally (the CPU compiler mishandled
+        out-of-line calls under such branches)."""
+        if self.emulate:
+            instruction()
+            return
+        mode = self.versioned.get(id(ok))
+        if mode is not None:          # inside a k-loop version that already decided
+            (instruction if mode else in_code)()
+            return
+        self.instructions["2D block op guarded by a surface check (width/pitch >= 64 B)"] += 1
+        with self.b.if_else(ok) as (then, otherwise):
+            with then:
+                instruction()
+            with otherwise:
+                in_code()
+
+    def block(self, blk) -> Optional[list]:
+        for op in blk.ops:
+            if op.name == "scf.yield":
+                return [self.env[id(v)] for v in op.operands]
+            if op.name == "func.return":
+                self.b.ret_void()
+                return None
+            h = getattr(self, "op_" + op.name.replace(".", "_"), None)
+            if h is None:
+                if op.name in _FBIN or op.name in _IBIN or op.name in _IMINMAX or op.name in _OCL_MATH \
+                        or op.name in ("arith.negf", "math.absi"):
+                    h = self.op_elementwise
+                else:
+                    raise self.err(op, f"no XeGPU lowering for '{op.name}' on {self.target.name}")
+            try:
+                h(op)
+            except CompilerError:
+                raise
+            except Exception as e:   # name the op and the user's line around any lowering failure
+                raise CompilerError(f"lowering failed: {type(e).__name__}: {e}", op) from e
+        return None
+
+    # -- small helpers -------------------------------------------------------------------------
+
+    def alloca(self, ty: ir.Type) -> ir.Value:
+        """A private buffer of ``ty`` (an array [n x unit] becomes a unit* of n elements)."""
+        if isinstance(ty, (ir.ArrayType, ir.VectorType)):
+            a = self.alloca_b.alloca(ir.ArrayType(ty.element, ty.count))
+            return self.alloca_b.gep(a, [I32(0), I32(0)])
+        return self.alloca_b.alloca(ty)
+
+    def coords(self, shape2d: tuple[int, int], e: int) -> tuple[ir.Value, ir.Value]:
+        """(row, col) as i64 of this lane's element e of a block [h, w]."""
+        h, w = shape2d
+        b = self.b
+        if w <= self.sg:
+            rpg = self.sg // w
+            row = b.add(I32(e * rpg), b.udiv(self.lane, I32(w))) if rpg > 1 else I32(e)
+            col = b.urem(self.lane, I32(w)) if w < self.sg else self.lane
+        else:
+            ept = w // self.sg
+            row = I32(e // ept)
+            col = b.add(b.mul(self.lane, I32(ept)), I32(e % ept))
+        return b.zext(row, I64), b.zext(col, I64)
+
+    def unit_ty(self, t: VectorType) -> ir.IntType:
+        """Integer type of one per-lane unit in memory buffers (32-bit words when packed)."""
+        return I32 if len(t.shape) == 3 else ir.IntType(max(8, t.dtype.bitwidth))
+
+    def vec_ty(self, t: VectorType) -> Optional[ir.VectorType]:
+        """Per-lane register type of a block, or None when it has more than 16 elements per lane
+        (SPIR-V vectors have at most 16 components): such a block stays in a private buffer
+        (:class:`Lazy`) and is only sliced or fed to a DPAS."""
+        n = per_lane_count(t.shape, self.sg)
+        if n > 16:
+            return None
+        return _vt(I32 if len(t.shape) == 3 else reg_type(t.dtype), n)
+
+    def value(self, v: Value) -> ir.Value:
+        x = self.env[id(v)]
+        if isinstance(x, Lazy):
+            raise CompilerError(f"internal: a block of {v.type} is too long for registers and is "
+                                f"only sliceable", getattr(v, "op", None))
+        return x
+
+    def to_f32(self, v: ir.Value, t: ScalarType) -> ir.Value:
+        b = self.b
+        if t == bf16:
+            n = v.type.count if isinstance(v.type, ir.VectorType) else None
+            i32t = ir.VectorType(I32, n) if n else I32
+            f32t = ir.VectorType(F32, n) if n else F32
+            sh = _splat(I32(16), n) if n else I32(16)
+            return b.bitcast(b.shl(b.zext(v, i32t), sh), f32t)
+        if t == f16:
+            n = v.type.count if isinstance(v.type, ir.VectorType) else None
+            return b.fpext(v, ir.VectorType(F32, n) if n else F32)
+        return v
+
+    def from_f32(self, v: ir.Value, t: ScalarType) -> ir.Value:
+        """Round f32 to ``t`` (bf16 nearest-even with NaN kept quiet; f16 fptrunc)."""
+        b = self.b
+        n = v.type.count if isinstance(v.type, ir.VectorType) else None
+
+        def c(ty, x):
+            return _splat(ty(x), n) if n else ty(x)
+        vt = (lambda ty: ir.VectorType(ty, n)) if n else (lambda ty: ty)
+        if t == bf16:
+            u = b.bitcast(v, vt(I32))
+            r = b.add(b.add(u, c(I32, 0x7FFF)), b.and_(b.lshr(u, c(I32, 16)), c(I32, 1)))
+            r = b.lshr(r, c(I32, 16))
+            nan = b.fcmp_unordered("uno", v, v)
+            r = b.select(nan, c(I32, 0x7FC0), r)
+            return b.trunc(r, vt(I16))
+        if t == f16:
+            return b.fptrunc(v, vt(F16))
+        return v
+
+    def ocl(self, name: str, args: list) -> ir.Value:
+        fn = bi.declare(self.module, name, F32, [F32] * len(args))
+        return bi.call(self.b, fn, args)
+
+    def per_element(self, vals: list, f) -> ir.Value:
+        """Apply scalar ``f`` to each element of equally long vectors (or scalars)."""
+        b = self.b
+        if not isinstance(vals[0].type, ir.VectorType):
+            return f(*vals)
+        n = vals[0].type.count
+        out = None
+        for e in range(n):
+            r = f(*[b.extract_element(v, I32(e)) for v in vals])
+            if out is None:
+                out = ir.Constant(ir.VectorType(r.type, n), ir.Undefined)
+            out = b.insert_element(out, r, I32(e))
+        return out
+
+    # -- scalars and environment ---------------------------------------------------------------
+
+    def op_arith_constant(self, op: Operation) -> None:
+        t = op.result.type
+        if isinstance(t, VectorType):
+            self.env[id(op.result)] = _splat(_const(t.dtype, op.attributes["value"]),
+                                             per_lane_count(t.shape, self.sg))
+        else:
+            self.env[id(op.result)] = _const(t, op.attributes["value"])
+
+    def op_vector_splat(self, op: Operation) -> None:
+        t = op.result.type
+        n = per_lane_count(t.shape, self.sg)
+        v = self.env[id(op.operands[0])]
+        self.env[id(op.result)] = self.splat(v, n)
+
+    def splat(self, v: ir.Value, n: int) -> ir.Value:
+        if n == 1:
+            return v
+        vec = self.b.insert_element(ir.Constant(ir.VectorType(v.type, n), ir.Undefined), v, I32(0))
+        return self.b.shuffle_vector(vec, vec, ir.Constant(ir.VectorType(I32, n), [0] * n))
+
+    def op_xejit_program_id(self, op: Operation) -> None:
+        self.env[id(op.result)] = bi.group_id(self.b, op.attributes["axis"])
+
+    def op_xejit_num_programs(self, op: Operation) -> None:
+        self.env[id(op.result)] = bi.work_item(self.b, "num_groups", op.attributes["axis"])
+
+    def op_xejit_dim(self, op: Operation) -> None:
+        self.env[id(op.result)] = self.env[id(op.operands[0])].dims[op.attributes["dim"]]
+
+    def op_xejit_stride(self, op: Operation) -> None:
+        self.env[id(op.result)] = self.env[id(op.operands[0])].strides[op.attributes["dim"]]
+
+    def op_gpu_subgroup_id(self, op: Operation) -> None:
+        self.env[id(op.result)] = self.b.zext(bi.sub_group_id(self.b), I64)
+
+    def op_gpu_num_subgroups(self, op: Operation) -> None:
+        self.env[id(op.result)] = I64(self.nsg)
+
+    def op_xejit_print(self, op: Operation) -> None:
+        pass
+
+    op_xejit_breakpoint = op_xejit_print
+
+    # -- element-wise ---------------------------------------------------------------------------
+
+    def elem_t(self, v: Value) -> ScalarType:
+        t = v.type
+        return t.dtype if isinstance(t, VectorType) else t
+
+    def op_elementwise(self, op: Operation) -> None:
+        b = self.b
+        n = op.name
+        t = self.elem_t(op.operands[0])
+        xs = [self.value(v) for v in op.operands]
+        if t.is_float:
+            xs = [self.to_f32(x, t) for x in xs]
+            if n in _FBIN:
+                r = getattr(b, _FBIN[n])(*xs)
+            elif n == "arith.negf":
+                r = b.fneg(xs[0])
+            else:
+                r = self.per_element(xs, lambda *a: self.ocl(_OCL_MATH[n], list(a)))
+            r = self.from_f32(r, t)
+        else:
+            if n in _IBIN:
+                r = getattr(b, _IBIN[n])(*xs)
+            elif n in _IMINMAX:
+                cmp, signed = _IMINMAX[n]
+                c = (b.icmp_signed if signed else b.icmp_unsigned)(cmp, *xs)
+                r = b.select(c, xs[0], xs[1])
+            elif n == "math.absi":
+                neg = b.neg(xs[0])
+                r = b.select(b.icmp_signed("<", xs[0], ir.Constant(xs[0].type, None)), neg, xs[0])
+            else:
+                raise self.err(op, "not supported for integers")
+        self.env[id(op.result)] = r
+
+    def op_arith_cmpf(self, op: Operation) -> None:
+        t = self.elem_t(op.operands[0])
+        a, c = (self.to_f32(self.env[id(v)], t) for v in op.operands)
+        pred = op.attributes["predicate"]
+        r = self.b.fcmp_unordered("!=", a, c) if pred == "ne" else self.b.fcmp_ordered(_CMP[pred], a, c)
+        self.env[id(op.result)] = r
+
+    def op_arith_cmpi(self, op: Operation) -> None:
+        t = self.elem_t(op.operands[0])
+        a, c = (self.env[id(v)] for v in op.operands)
+        f = self.b.icmp_signed if t.is_signed else self.b.icmp_unsigned
+        self.env[id(op.result)] = f(_CMP[op.attributes["predicate"]], a, c)
+
+    def op_arith_select(self, op: Operation) -> None:
+        c, a, d = (self.env[id(v)] for v in op.operands)
+        self.env[id(op.result)] = self.b.select(c, a, d)
+
+    def _cast(self, op: Operation) -> None:
+        b = self.b
+        src, dst = self.elem_t(op.operands[0]), self.elem_t(op.result)
+        x = self.env[id(op.operands[0])]
+        n = x.type.count if isinstance(x.type, ir.VectorType) else None
+        ty = (lambda t: ir.VectorType(t, n)) if n else (lambda t: t)
+        dl = reg_type(dst)
+        if src == dst:
+            r = x
+        elif src.is_float and dst.is_float:
+            r = self.from_f32(self.to_f32(x, src), dst)
+        elif src.is_float:
+            xf = self.to_f32(x, src)
+            r = b.fptosi(xf, ty(dl)) if dst.is_signed else b.fptoui(xf, ty(dl))
+        elif dst.is_float:
+            signed = src.is_signed and src != i1
+            r = b.sitofp(x, ty(F32)) if signed else b.uitofp(x, ty(F32))
+            r = self.from_f32(r, dst)
+        else:
+            sw, dw = reg_type(src).width, dl.width
+            if sw == dw:
+                r = x
+            elif sw > dw:
+                r = b.trunc(x, ty(dl))
+            else:
+                r = b.sext(x, ty(dl)) if src.is_signed and src != i1 else b.zext(x, ty(dl))
+        self.env[id(op.result)] = r
+
+    def op_arith_floordivsi(self, op: Operation) -> None:
+        b = self.b
+        a, c = (self.env[id(v)] for v in op.operands)
+        q = b.sdiv(a, c)
+        r = b.srem(a, c)
+        zero = ir.Constant(a.type, None)
+        adj = b.and_(b.icmp_signed("!=", r, zero),
+                     b.icmp_signed("!=", b.icmp_signed("<", a, zero), b.icmp_signed("<", c, zero)))
+        self.env[id(op.result)] = b.sub(q, b.zext(adj, a.type))
+
+    # -- blocks ---------------------------------------------------------------------------------
+
+    def shuffle_range(self, v: ir.Value, start: int, count: int) -> ir.Value:
+        if not isinstance(v.type, ir.VectorType):
+            assert start == 0 and count == 1
+            return v
+        if count == 1:
+            return self.b.extract_element(v, I32(start))
+        mask = ir.Constant(ir.VectorType(I32, count), [start + i for i in range(count)])
+        return self.b.shuffle_vector(v, v, mask)
+
+    def _shuffle_any(self, v: ir.Value, lane: ir.Value) -> ir.Value:
+        """intel_sub_group_shuffle of a value of any register type (via 32 bits)."""
+        b = self.b
+        t = v.type
+        if isinstance(t, ir.FloatType):
+            return bi.shuffle(b, v, lane, "f32")
+        if isinstance(t, ir.HalfType):
+            return b.bitcast(b.trunc(bi.shuffle(b, b.zext(b.bitcast(v, I16), I32), lane, "i32"), I16), F16)
+        if t.width == 64:
+            lo = bi.shuffle(b, b.trunc(v, I32), lane, "i32")
+            hi = bi.shuffle(b, b.trunc(b.lshr(v, I64(32)), I32), lane, "i32")
+            return b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), I64(32)))
+        if t.width == 32:
+            return bi.shuffle(b, v, lane, "i32")
+        return b.trunc(bi.shuffle(b, b.zext(v, I32), lane, "i32"), t)
+
+    def op_vector_extract_strided_slice(self, op: Operation) -> None:
+        src_t: VectorType = op.operands[0].type
+        o, s = op.attributes["offsets"][0], op.attributes["sizes"][0]
+        if len(op.attributes["offsets"]) != 1:
+            raise self.err(op, "only slices of whole rows are supported")
+        w = src_t.shape[1]
+        if w <= self.sg:
+            rpg = self.sg // w
+            if o % rpg or s % rpg:
+                raise self.err(op, f"row slice [{o}, {o + s}) splits a lane row group of {rpg}")
+            start, cnt = o // rpg, s // rpg
+        else:
+            ept = w // self.sg
+            start, cnt = o * ept, s * ept
+        src = self.env[id(op.operands[0])]
+        if isinstance(src, Lazy):
+            self.env[id(op.result)] = self.from_buffer(src.buf, src.unit, src.off + start, op.result.type)
+        else:
+            self.env[id(op.result)] = self.shuffle_range(src, start, cnt)
+
+    def op_vector_step(self, op: Operation) -> None:
+        t = op.result.type
+        n = per_lane_count(t.shape, self.sg)
+        vals = []
+        for e in range(n):
+            r, c = self.coords(tuple(t.shape), e)
+            vals.append(c if t.shape[0] == 1 else r)
+        if n == 1:
+            self.env[id(op.result)] = vals[0]
+            return
+        out = ir.Constant(ir.VectorType(I64, n), ir.Undefined)
+        for e, v in enumerate(vals):
+            out = self.b.insert_element(out, v, I32(e))
+        self.env[id(op.result)] = out
+
+    def op_xetile_tile_broadcast(self, op: Operation) -> None:
+        dst_t = op.result.type
+        x = self.env[id(op.operands[0])]
+        h, w = dst_t.shape
+        n_dst = per_lane_count(dst_t.shape, self.sg)
+        b = self.b
+        if list(op.attributes.get("dims", [])) == [1]:
+            # a column [h, 1]: lane r holds row r (rows beyond the subgroup in further elements)
+            src_n = per_lane_count(op.operands[0].type.shape, self.sg)
+            src = self._elems(x)
+            out = ir.Constant(ir.VectorType(src[0].type, n_dst), ir.Undefined) if n_dst > 1 else None
+            for e in range(n_dst):
+                r, _ = self.coords((h, w), e)
+                r32 = b.trunc(r, I32)
+                comp = b.udiv(r32, I32(self.sg)) if src_n > 1 else None
+                lane = b.urem(r32, I32(self.sg))
+                el = src[0]
+                for k in range(1, src_n):   # pick the component holding row r
+                    el = b.select(b.icmp_unsigned("==", comp, I32(k)), src[k], el)
+                v = self._shuffle_any(el, lane)
+                out = v if out is None else b.insert_element(out, v, I32(e))
+            self.env[id(op.result)] = out
+            return
+        if w < self.sg:   # lanes >= w hold no element of the single row: read it from lane % w
+            e0 = b.extract_element(x, I32(0)) if isinstance(x.type, ir.VectorType) else x
+            kind = {32: "i32", 16: "i16"}.get(getattr(e0.type, "width", 32), None)
+            val = e0
+            if isinstance(e0.type, ir.FloatType):
+                val = bi.shuffle(b, e0, b.urem(self.lane, I32(w)), "f32")
+            elif kind == "i32":
+                val = bi.shuffle(b, e0, b.urem(self.lane, I32(w)), "i32")
+            else:
+                wide = b.zext(e0, I32)
+                val = b.trunc(bi.shuffle(b, wide, b.urem(self.lane, I32(w)), "i32"), e0.type)
+            self.env[id(op.result)] = self.splat(val, n_dst)
+            return
+        per_row = w // self.sg
+        if not isinstance(x.type, ir.VectorType):
+            self.env[id(op.result)] = self.splat(x, n_dst)
+            return
+        mask = [i % per_row for i in range(n_dst)]
+        self.env[id(op.result)] = b.shuffle_vector(x, x, ir.Constant(ir.VectorType(I32, n_dst), mask))
+
+    # -- descriptors ------------------------------------------------------------------------------
+
+    def op_xegpu_create_nd_tdesc(self, op: Operation) -> None:
+        arr: Arr = self.env[id(op.operands[0])]
+        r, c = (self.env[id(v)] for v in op.operands[1:])
+        t = arr.type
+        if t.rank == 1:
+            H, W, s0 = I64(1), arr.dims[0], arr.dims[0]
+        elif tuple(t.order) == (0, 1):
+            H, W, s0 = arr.dims[1], arr.dims[0], arr.strides[1]
+        else:
+            H, W, s0 = arr.dims[0], arr.dims[1], arr.strides[0]
+        td = TD(arr, H, W, s0, I64(1), r, c, op.result.type)
+        if self.target.block_io is not None:
+            td.surf = self.make_surface(td)
+        self.env[id(op.result)] = td
+
+    def op_xegpu_create_tdesc(self, op: Operation) -> None:
+        arr: Arr = self.env[id(op.operands[0])]
+        if len(op.operands) == 2:     # element offsets (this lane's fragment of them)
+            self.env[id(op.result)] = GTD(arr, self.env[id(op.operands[1])], op.result.type)
+            return
+        r, c = (self.env[id(v)] for v in op.operands[1:])
+        if arr.type.rank == 1:
+            H, W, s0, s1 = I64(1), arr.dims[0], arr.dims[0], I64(1)
+        else:
+            H, W = arr.dims
+            s0, s1 = arr.strides
+        self.env[id(op.result)] = TD(arr, H, W, s0, s1, r, c, op.result.type)
+
+    def op_xegpu_update_nd_offset(self, op: Operation) -> None:
+        td: TD = self.env[id(op.operands[0])]
+        dr, dc = (self.env[id(v)] for v in op.operands[1:])
+        self.env[id(op.result)] = td.moved(self.b.add(td.row, dr), self.b.add(td.col, dc))
+
+    # -- per-lane accesses in code (dg2, fallbacks, narrow surfaces) --------------------------------
+
+    def elem_ptr(self, td: TD, r: ir.Value, c: ir.Value, ety: ir.Type) -> tuple[ir.Value, ir.Value]:
+        """(pointer, in-bounds flag) of element (r, c) of the descriptor's view (i64 coords)."""
+        b = self.b
+        ok = b.and_(b.and_(b.icmp_signed(">=", r, I64(0)), b.icmp_signed("<", r, td.H)),
+                    b.and_(b.icmp_signed(">=", c, I64(0)), b.icmp_signed("<", c, td.W)))
+        off = b.add(b.mul(r, td.s0), b.mul(c, td.s1))
+        off = b.select(ok, off, I64(0))
+        return b.gep(td.arr.ptr, [off], source_etype=ety), ok
+
+    def load_elem(self, td: TD, r, c, ety, pad) -> ir.Value:
+        ptr, ok = self.elem_ptr(td, r, c, ety)
+        v = self.b.load(ptr, typ=ety)
+        return self.b.select(ok, v, pad)
+
+    def coords_dyn(self, shape2d: tuple[int, int], e: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(row, col) as i64 of this lane's element ``e`` (an i64 loop index) of a block [h, w]."""
+        h, w = shape2d
+        b = self.b
+        lane = b.zext(self.lane, I64)
+        if w <= self.sg:
+            rpg = self.sg // w
+            row = b.add(b.mul(e, I64(rpg)), b.udiv(lane, I64(w))) if rpg > 1 else e
+            col = b.urem(lane, I64(w)) if w < self.sg else lane
+        else:
+            ept = w // self.sg
+            row = b.udiv(e, I64(ept))
+            col = b.add(b.mul(lane, I64(ept)), b.urem(e, I64(ept)))
+        return row, col
+
+    @contextlib.contextmanager
+    def for_range(self, n: int):
+        """``for e in range(n)`` as an LLVM loop (keeps per-element fallback code small)."""
+        b = self.b
+        pre = b.block
+        fn = b.function
+        head = fn.append_basic_block("elem.head")
+        body = fn.append_basic_block("elem.body")
+        done = fn.append_basic_block("elem.done")
+        b.branch(head)
+        b.position_at_end(head)
+        e = b.phi(I64)
+        e.add_incoming(I64(0), pre)
+        b.cbranch(b.icmp_signed("<", e, I64(n)), body, done)
+        b.position_at_end(body)
+        yield e
+        e.add_incoming(b.add(e, I64(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def gather_block(self, td: TD, out_t: VectorType, r0, c0, mode: str, pad, buf, off: int) -> None:
+        """Read this lane's fragment of a block element-wise into ``buf`` (see _gather_body)."""
+        self._gather_body(td, out_t, r0, c0, mode, pad, buf, off)
+
+    def _gather_body(self, td: TD, out_t: VectorType, r0, c0, mode: str, pad, buf, off: int) -> None:
+        """Read this lane's fragment of a block element-wise into ``buf`` (units from ``off``).
+        ``mode``: plain (out [h, w]), packed (out [h/v, w, v] from rows), tpacked (out
+        [w/v, h, v] from a memory block [h, w] transposed as 32-bit words), transpose (out [w, h])."""
+        b = self.b
+        ety = reg_type(out_t.dtype)
+        unit = self.unit_ty(out_t)
+        with self.for_range(per_lane_count(out_t.shape, self.sg)) as e:
+            r, c = self.coords_dyn(tuple(out_t.shape[:2]), e)
+            if mode == "plain":
+                val = self.load_elem(td, b.add(r0, r), b.add(c0, c), ety, pad)
+            elif mode == "transpose":
+                val = self.load_elem(td, b.add(r0, c), b.add(c0, r), ety, pad)
+            else:
+                v = out_t.shape[2]
+                bits = out_t.dtype.bitwidth
+                val = I32(0)
+                for t in range(v):
+                    if mode == "packed":
+                        rr, cc = b.add(r0, b.add(b.mul(r, I64(v)), I64(t))), b.add(c0, c)
+                    else:   # tpacked: word (r, c) = memory row c, columns r*v + t
+                        rr, cc = b.add(r0, c), b.add(c0, b.add(b.mul(r, I64(v)), I64(t)))
+                    x = b.zext(b.bitcast(self.load_elem(td, rr, cc, ety, pad), ir.IntType(bits)), I32)
+                    val = b.or_(val, b.shl(x, I32(t * bits))) if t else x
+            b.store(b.bitcast(val, unit), b.gep(buf, [b.add(e, I64(off))], source_etype=unit))
+
+    def from_buffer(self, buf, unit: ir.Type, off: int, t: VectorType):
+        """A block value read back from a private buffer (or a Lazy handle when too long)."""
+        vt = self.vec_ty(t)
+        ptr = self.b.gep(buf, [I32(off)])
+        if vt is None:
+            return Lazy(buf, unit, off, t)
+        return self.b.load(ptr, typ=vt)
+
+    def scatter_block(self, td: TD, val_t: VectorType, x: ir.Value, r0, c0) -> None:
+        """Write this lane's fragment of a block element-wise (out-of-bounds elements dropped)."""
+        self._scatter_body(td, val_t, x, r0, c0)
+
+    def _scatter_body(self, td: TD, val_t: VectorType, x: ir.Value, r0, c0) -> None:
+        b = self.b
+        ety = reg_type(val_t.dtype)
+        h, w = val_t.shape
+        with self.for_range(per_lane_count(val_t.shape, self.sg)) as e:
+            r, c = self.coords_dyn((h, w), e)
+            ptr, ok = self.elem_ptr(td, b.add(r0, r), b.add(c0, c), ety)
+            if w <= self.sg and h % (self.sg // w):   # lanes past the last row hold nothing
+                ok = b.and_(ok, b.icmp_unsigned("<", r, I64(h)))
+            with b.if_then(ok):
+                el = b.extract_element(x, b.trunc(e, I32)) if isinstance(x.type, ir.VectorType) else x
+                b.store(el, ptr)
+
+    # -- 2D block IO ---------------------------------------------------------------------------------
+
+    def make_surface(self, td: TD) -> tuple:
+        """The loop-invariant part of a 2D block surface and whether 2D block IO may use it."""
+        b = self.b
+        eb = td.type.dtype.bitwidth // 8
+        if self.emulate:
+            # Emulated instructions take any base address. (The CPU compiler gave address-
+            # dependent wrong results for the aligned-down base below; real targets keep it.)
+            off, base = I64(0), td.arr.ptr
+        else:
+            # 2D block IO needs a 64-byte aligned base: align it down and move x / widen the
+            # surface by the same amount (as Triton does).
+            addr = b.ptrtoint(td.arr.ptr, I64)
+            off = b.and_(addr, I64(63))
+            base = b.gep(td.arr.ptr, [b.neg(off)], source_etype=I8)
+        width = b.add(b.mul(td.W, I64(eb)), off)
+        pitch = b.mul(td.s0, I64(eb))
+        lim = self.target.block_io
+        ok = b.and_(b.icmp_signed(">=", width, I64(lim.min_width_bytes)),
+                    b.icmp_signed(">=", pitch, I64(lim.min_pitch_bytes)))
+        for v in (pitch, width, td.H):
+            ok = b.and_(ok, b.icmp_signed("<", v, I64(lim.max_surface)))
+        ok = b.and_(ok, b.icmp_signed(">=", pitch, width))
+        return base, b.trunc(width, I32), b.trunc(td.H, I32), b.trunc(pitch, I32), off, ok
+
+    def surface(self, td: TD, unit_bytes: int, eb: int):
+        """(aligned base, width bytes, height, pitch bytes, (x in units, y), surface-ok flag)."""
+        b = self.b
+        base, width, height, pitch, off, ok = td.surf if td.surf is not None else self.make_surface(td)
+        x = b.sdiv(b.add(b.mul(td.col, I64(eb)), off), I64(unit_bytes))
+        coord = b.insert_element(ir.Constant(emu.V2I32, ir.Undefined), b.trunc(x, I32), I32(0))
+        coord = b.insert_element(coord, b.trunc(td.row, I32), I32(1))
+        return base, width, height, pitch, coord, ok
+
+    def op_xegpu_load_nd(self, op: Operation) -> None:
+        td: TD = self.env[id(op.operands[0])]
+        t = td.type
+        h, w = t.shape
+        packed = bool(op.attributes.get("packed"))
+        transpose = op.attributes.get("transpose") is not None
+        tbw = op.attributes.get("transpose_bit_width")
+        pad_v = op.attributes.get("padding", 0)
+        pad = _const(t.dtype, pad_v)
+        rtypes = [r.type for r in op.results]
+        mode = "tpacked" if transpose and tbw == 32 and t.dtype.bitwidth < 32 else \
+            "transpose" if transpose else "packed" if packed else "plain"
+        b = self.b
+        unit = self.unit_ty(rtypes[0])
+        per = per_lane_count(rtypes[0].shape, self.sg)
+        buf = self.alloca(ir.ArrayType(unit, per * len(rtypes)))
+
+        def in_code() -> None:
+            for a, rt in enumerate(rtypes):
+                self.gather_block(td, rt, td.row, b.add(td.col, I64(a * w)), mode, pad, buf, a * per)
+
+        if self.target.block_io is None and self.block_read_kind(t, mode) is not None:
+            # no 2D block IO (dg2): subgroup block reads of whole rows when the block is in
+            # bounds and 4-byte aligned, the per-lane code otherwise
+            with b.if_else(self.block_read_ok(td, t, len(rtypes))) as (then, otherwise):
+                with then:
+                    self.block_read(td, t, rtypes, mode, buf, per)
+                with otherwise:
+                    in_code()
+            self.instructions[f"subgroup block read ({self.block_read_kind(t, mode)})"] += 1
+        elif self.target.block_io is None or pad_v != 0:
+            if pad_v != 0 and self.target.block_io is not None:
+                self.fallbacks.append(f"{op.loc}: load with padding={pad_v}: bounds checked in code "
+                                      f"(2D block loads pad with zero)")
+            self.instructions["load (per-lane, in code)"] += 1
+            in_code()
+        else:
+            bits, bw, bh, cnt = xg.block_params(op)
+            kind = xg.block_op_kind(op)
+            f = self.instr(emu.declare_block_load(self.module, self.target, bits, bw, bh, cnt,
+                                       transform=(kind == "load_transform"),
+                                       transpose=(kind == "load_transpose"), emulate=self.emulate))
+            var = emu.BlockVariant(kind, self.sg, bits, bw, bh, cnt)
+            if var.lane_elems() != per * cnt or var.lane_bits != unit.width:
+                raise self.err(op, f"internal: 2D block {kind} gives {var.lane_elems()} x "
+                                   f"i{var.lane_bits} per lane, the block layout {per * cnt} x {unit}")
+            base, wid, hei, pit, coord, ok = self.surface(td, bits // 8, t.dtype.bitwidth // 8)
+            self.guarded(ok, lambda: bi.call(b, f, [base, wid, hei, pit, coord, b.bitcast(buf, PRIV)]),
+                         in_code)
+            self.instructions[f"2d_block_{kind}"] += 1
+        for a, (r, rt) in enumerate(zip(op.results, rtypes)):
+            self.env[id(r)] = self.from_buffer(buf, unit, a * per, rt)
+
+    # -- subgroup block reads (targets without 2D block IO) --------------------------------------
+
+    _BLOCK_READ = {32: ("_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kj", I32),
+                   16: ("_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kt", I16),
+                   8: ("_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kh", I8)}
+
+    def block_read_kind(self, t: xg.TensorDescType, mode: str) -> Optional[str]:
+        """'rows32' when a block row is exactly one 32-bit word per lane (A, C, plain loads),
+        'vnni' when a row is one element per lane and rows are packed into words (B)."""
+        h, w = t.shape
+        eb = t.dtype.bitwidth // 8
+        if mode == "plain" and w * eb == 4 * self.sg:
+            return "rows32"
+        if mode == "packed" and w == self.sg and eb in (1, 2):
+            return "vnni"
+        return None
+
+    def block_read_ok(self, td: TD, t: xg.TensorDescType, count: int) -> ir.Value:
+        """The whole block (all array blocks) lies in the view and every row starts 4-byte aligned."""
+        b = self.b
+        h, w = t.shape
+        eb = t.dtype.bitwidth // 8
+        ok = b.and_(b.icmp_signed(">=", td.row, I64(0)), b.icmp_signed(">=", td.col, I64(0)))
+        ok = b.and_(ok, b.icmp_signed("<=", b.add(td.row, I64(h)), td.H))
+        ok = b.and_(ok, b.icmp_signed("<=", b.add(td.col, I64(w * count)), td.W))
+        start = b.ptrtoint(b.gep(td.arr.ptr, [b.add(b.mul(td.row, td.s0), td.col)],
+                                 source_etype=reg_type(t.dtype)), I64)
+        aligned = b.icmp_signed("==", b.and_(b.or_(start, b.mul(td.s0, I64(eb))), I64(3)), I64(0))
+        return b.and_(ok, aligned)
+
+    def block_read(self, td: TD, t: xg.TensorDescType, rtypes, mode: str, buf, per: int) -> None:
+        b = self.b
+        h, w = t.shape
+        ety = reg_type(t.dtype)
+        kind = self.block_read_kind(t, mode)
+        bits = 32 if kind == "rows32" else t.dtype.bitwidth
+        name, rty = self._BLOCK_READ[bits]
+        fn = bi.declare(self.module, name, rty, [ir.PointerType(rty, addrspace=1)])
+        words = b.bitcast(buf, I32.as_pointer())
+        unit_bytes = self.unit_ty(rtypes[0]).width // 8
+
+        def row_ptr(r: int, a: int):
+            p = b.gep(td.arr.ptr, [b.add(b.mul(b.add(td.row, I64(r)), td.s0), b.add(td.col, I64(a * w)))],
+                      source_etype=ety)
+            return b.bitcast(p, ir.PointerType(rty, addrspace=1))
+        for a in range(len(rtypes)):
+            base_word = a * per * unit_bytes // 4
+            if kind == "rows32":
+                for r in range(h):       # lane l gets word l of row r = its w/sg elements of it
+                    v = bi.call(b, fn, [row_ptr(r, a)])
+                    b.store(v, b.gep(words, [I32(base_word + r)]))
+            else:
+                v_ = 32 // t.dtype.bitwidth
+                for i in range(h // v_):
+                    word = None
+                    for k in range(v_):
+                        x = b.zext(bi.call(b, fn, [row_ptr(i * v_ + k, a)]), I32)
+                        word = x if word is None else b.or_(word, b.shl(x, I32(k * t.dtype.bitwidth)))
+                    b.store(word, b.gep(words, [I32(base_word + i)]))
+
+    def op_xegpu_store_nd(self, op: Operation) -> None:
+        x = self.value(op.operands[0])
+        td: TD = self.env[id(op.operands[1])]
+        vt: VectorType = op.operands[0].type
+        b = self.b
+        if self.target.block_io is None:
+            self.instructions["store (per-lane, in code)"] += 1
+            self.scatter_block(td, vt, x, td.row, td.col)
+            return
+        bits, bw, bh, cnt = xg.block_params(op)
+        f = self.instr(emu.declare_block_store(self.module, self.target, bits, bw, bh, cnt, emulate=self.emulate))
+        var = emu.BlockVariant("store", self.sg, bits, bw, bh, cnt)
+        lane_ty = ir.IntType(var.lane_bits)
+        buf = self.alloca(ir.VectorType(lane_ty, var.lane_elems()))
+        base, wid, hei, pit, coord, ok = self.surface(td, bits // 8, bits // 8)
+
+        def instruction():
+            lvt = _vt(lane_ty, var.lane_elems())
+            b.store(b.bitcast(x, lvt), b.bitcast(buf, lvt.as_pointer()))
+            bi.call(b, f, [b.bitcast(buf, PRIV), base, wid, hei, pit, coord])
+        self.guarded(ok, instruction, lambda: self.scatter_block(td, vt, x, td.row, td.col))
+        self.instructions["2d_block_store"] += 1
+
+    def op_xegpu_prefetch_nd(self, op: Operation) -> None:
+        td: TD = self.env[id(op.operands[0])]
+        if self.target.block_io is None:
+            return
+        bits, bw, bh, cnt = xg.block_params(op)
+        f = self.instr(emu.declare_block_prefetch(self.module, self.target, bits, bw, bh, cnt, emulate=self.emulate))
+        base, wid, hei, pit, coord, ok = self.surface(td, bits // 8, bits // 8)
+        self.guarded(ok, lambda: bi.call(self.b, f, [base, wid, hei, pit, coord]), lambda: None)
+        self.instructions["2d_block_prefetch"] += 1
+
+    def _elems(self, v: ir.Value) -> list:
+        if isinstance(v.type, ir.VectorType):
+            return [self.b.extract_element(v, I32(e)) for e in range(v.type.count)]
+        return [v]
+
+    def _masked_access(self, op: Operation, gtd: "GTD", mask: ir.Value, store: Optional[ir.Value]):
+        """Per-element gather (store is None) or scatter through element offsets under a mask."""
+        b = self.b
+        ety = reg_type(gtd.type.dtype)
+        offs, ms = self._elems(gtd.offsets), self._elems(mask)
+        if store is None:
+            pad = _const(gtd.type.dtype, op.attributes.get("padding", 0))
+            vals = []
+            for off, m in zip(offs, ms):
+                ptr = b.gep(gtd.arr.ptr, [b.select(m, off, I64(0))], source_etype=ety)
+                vals.append(b.select(m, b.load(ptr, typ=ety), pad))
+            if len(vals) == 1:
+                return vals[0]
+            out = ir.Constant(ir.VectorType(ety, len(vals)), ir.Undefined)
+            for e, v in enumerate(vals):
+                out = b.insert_element(out, v, I32(e))
+            return out
+        for off, m, v in zip(offs, ms, self._elems(store)):
+            with b.if_then(m):
+                b.store(v, b.gep(gtd.arr.ptr, [off], source_etype=ety))
+        return None
+
+    def op_xegpu_load_gather(self, op: Operation) -> None:
+        td = self.env[id(op.operands[0])]
+        if isinstance(td, GTD):
+            self.env[id(op.result)] = self._masked_access(op, td, self.value(op.operands[1]), None)
+            self.instructions["gather load (per-lane)"] += 1
+            return
+        if len(op.operands) > 1:
+            raise self.err(op, "masked block gathers are not supported on DPAS targets yet")
+        pad = _const(td.type.dtype, op.attributes.get("padding", 0))
+        mode = "packed" if op.attributes.get("packed") else "plain"
+        rt = op.result.type
+        unit = self.unit_ty(rt)
+        buf = self.alloca(ir.ArrayType(unit, per_lane_count(rt.shape, self.sg)))
+        self.gather_block(td, rt, td.row, td.col, mode, pad, buf, 0)
+        self.env[id(op.result)] = self.from_buffer(buf, unit, 0, rt)
+        self.instructions["gather load (per-lane)"] += 1
+
+    def op_xegpu_store_scatter(self, op: Operation) -> None:
+        td = self.env[id(op.operands[1])]
+        if isinstance(td, GTD):
+            self._masked_access(op, td, self.value(op.operands[2]), self.value(op.operands[0]))
+            self.instructions["scatter store (per-lane)"] += 1
+            return
+        if len(op.operands) > 2:
+            raise self.err(op, "masked block scatters are not supported on DPAS targets yet")
+        td: TD = self.env[id(op.operands[1])]
+        self.scatter_block(td, op.operands[0].type, self.env[id(op.operands[0])], td.row, td.col)
+        self.instructions["scatter store (per-lane)"] += 1
+
+    # -- DPAS -------------------------------------------------------------------------------------
+
+    def round_tf32(self, x: ir.Value) -> ir.Value:
+        """f32 -> tf32 precision, round-to-nearest-even on the 13 dropped mantissa bits."""
+        b = self.b
+        u = b.bitcast(x, I32)
+        r = b.add(b.add(u, I32(0xFFF)), b.and_(b.lshr(u, I32(13)), I32(1)))
+        return b.bitcast(b.and_(r, I32(0xFFFFE000 - (1 << 32))), F32)
+
+    def software_mma(self, op: Operation) -> None:
+        """C + A @ B in f32 FMAs: A's elements broadcast with subgroup shuffles from the lanes
+        its block layout puts them in (lane k + w*(m % r), component m // r, r = S / w)."""
+        b = self.b
+        a_t: VectorType = op.operands[0].type
+        m_, k_ = a_t.shape
+        n_ = op.result.type.shape[1]
+        if k_ > self.sg or n_ != self.sg:
+            raise self.err(op, f"software multiply-accumulate needs K <= {self.sg} and N = {self.sg}")
+        a = self._elems(self.value(op.operands[0]))
+        bcol = self._elems(self.value(op.operands[1]))          # this lane's column n, rows k
+        if len(op.operands) == 3:
+            acc = self._elems(self.value(op.operands[2]))
+        else:
+            acc = [F32(0.0)] * m_
+        if op.attributes.get("input_precision") == "tf32":   # same rounding as the interpreter
+            a, bcol = ([self.round_tf32(x) for x in xs] for xs in (a, bcol))
+        rpg = self.sg // k_
+        fma = self.module.globals.get("llvm.fma.f32") or ir.Function(
+            self.module, ir.FunctionType(F32, [F32, F32, F32]), "llvm.fma.f32")
+        out = []
+        for m in range(m_):
+            c = acc[m]
+            for k in range(k_):
+                x = bi.shuffle(b, a[m // rpg], I32(k + k_ * (m % rpg)), "f32")
+                c = b.call(fma, [x, bcol[k], c])
+            out.append(c)
+        if m_ == 1:
+            self.env[id(op.result)] = out[0]
+            return
+        res = ir.Constant(ir.VectorType(F32, m_), ir.Undefined)
+        for m, c in enumerate(out):
+            res = b.insert_element(res, c, I32(m))
+        self.env[id(op.result)] = res
+        self.instructions["fma multiply-accumulate (no DPAS)"] += 1
+
+    def op_xegpu_dpas(self, op: Operation) -> None:
+        if op.attributes.get("software"):
+            self.software_mma(op)
+            return
+        a_t: VectorType = op.operands[0].type
+        m = a_t.shape[0]
+        ty = xg.dpas_type_name(a_t.dtype)
+        acc = "i32" if op.result.type.dtype.is_int else "f32"
+        f = self.instr(emu.declare_dpas(self.module, self.target, ty, ty, acc, m, emulate=self.emulate))
+        at, bt, ct = f.function_type.args
+        b = self.b
+        a, bb = (b.load(b.gep(x.buf, [I32(x.off)]), typ=ty) if isinstance(x, Lazy) else b.bitcast(x, ty)
+                 for x, ty in ((self.env[id(op.operands[0])], at), (self.env[id(op.operands[1])], bt)))
+        if len(op.operands) == 3:
+            c = b.bitcast(self.env[id(op.operands[2])], ct)
+        else:
+            c = ir.Constant(ct, None)
+        r = bi.call(b, f, [a, bb, c])
+        self.env[id(op.result)] = b.bitcast(r, self.vec_ty(op.result.type))
+        self.instructions["dpas"] += 1
+
+    # -- synchronization ------------------------------------------------------------------------
+
+    def op_xegpu_fence(self, op: Operation) -> None:
+        raise self.err(op, "fences are not lowered yet on DPAS targets")
+
+    # -- loops ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _flat(x) -> list:
+        return [x.row, x.col] if isinstance(x, TD) else [x]
+
+    @staticmethod
+    def _rebuild(like, vals):
+        return like.moved(vals[0], vals[1]) if isinstance(like, TD) else vals[0]
+
+    def op_scf_for(self, op: Operation) -> None:
+        """A loop; on real 2D block targets a k-loop is versioned on its descriptors' surface
+        checks (hoisted), so the fast version holds only 2D block instructions and DPAS and
+        the other only per-lane code -- no branch per instruction inside the loop."""
+        b = self.b
+        inits = [self.env[id(v)] for v in op.operands[3:]]
+        oks = [x.surf[5] for x in inits if isinstance(x, TD) and x.surf is not None]
+        oks = [ok for ok in dict.fromkeys(oks) if id(ok) not in self.versioned]
+        if not oks or not self.version_loops:
+            results = self._lower_for(op)
+        else:
+            all_ok = oks[0]
+            for ok in oks[1:]:
+                all_ok = b.and_(all_ok, ok)
+            versions = []
+            with b.if_else(all_ok) as (then, otherwise):
+                for ctx, mode in ((then, True), (otherwise, False)):
+                    with ctx:
+                        self.versioned.update({id(ok): mode for ok in oks})
+                        counted = Counter(self.instructions)
+                        versions.append((self._lower_for(op), b.block))
+                        if not mode:     # the report counts the 2D block version's instructions
+                            self.instructions = counted
+            for ok in oks:
+                del self.versioned[id(ok)]
+            self.instructions["k-loop versioned on 2D block surface checks (width/pitch >= 64 B)"] += 1
+            (ra, ba), (rb, bb_) = versions
+            results = []
+            for like_a, like_b in zip(ra, rb):
+                merged = []
+                for va, vb in zip(self._flat(like_a), self._flat(like_b)):
+                    phi = b.phi(va.type)
+                    phi.add_incoming(va, ba)
+                    phi.add_incoming(vb, bb_)
+                    merged.append(phi)
+                results.append(self._rebuild(like_a, merged))
+        for r, v in zip(op.results, results):
+            self.env[id(r)] = v
+
+    def _lower_for(self, op: Operation) -> list:
+        b = self.b
+        lb, ub, step = (self.env[id(v)] for v in op.operands[:3])
+        inits = [self.env[id(v)] for v in op.operands[3:]]
+        flat = [v for x in inits for v in self._flat(x)]
+        pre = b.block
+        header = self.kernel.append_basic_block("for.header")
+        body_bb = self.kernel.append_basic_block("for.body")
+        exit_bb = self.kernel.append_basic_block("for.exit")
+        b.branch(header)
+        b.position_at_end(header)
+        iv = b.phi(I64, name="iv")
+        iv.add_incoming(lb, pre)
+        phis = []
+        for v in flat:
+            p = b.phi(v.type)
+            p.add_incoming(v, pre)
+            phis.append(p)
+        b.cbranch(b.icmp_signed("<", iv, ub), body_bb, exit_bb)
+        b.position_at_end(body_bb)
+        body = op.regions[0].block
+        self.env[id(body.args[0])] = iv
+        pos = 0
+        carried = []
+        for arg, like in zip(body.args[1:], inits):
+            k = len(self._flat(like))
+            val = self._rebuild(like, phis[pos:pos + k])
+            self.env[id(arg)] = val
+            carried.append(val)
+            pos += k
+        ys = self.block(body)
+        yflat = [v for y in ys for v in self._flat(y)]
+        latch = b.block
+        iv.add_incoming(b.add(iv, step), latch)
+        for p, y in zip(phis, yflat):
+            p.add_incoming(y, latch)
+        b.branch(header)
+        b.position_at_end(exit_bb)
+        pos = 0
+        results = []
+        for like in carried:
+            k = len(self._flat(like))
+            results.append(self._rebuild(like, phis[pos:pos + k]))
+            pos += k
+        return results
+
+
+for _c in ("arith_extf", "arith_truncf", "arith_sitofp", "arith_uitofp", "arith_fptosi",
+           "arith_fptoui", "arith_extsi", "arith_extui", "arith_trunci", "arith_index_cast"):
+    setattr(XeGPULowering, "op_" + _c, XeGPULowering._cast)
+del _c
+
+
+# ----------------------------------------------------------------------------------------------
+# The hook
+# ----------------------------------------------------------------------------------------------
+
+
+def to_xegpu(sg_fn: Function, target: Target | str, *, num_stages: int = 3,
+             report: Optional[blocking.BlockingReport] = None) -> Function:
+    """Run the XeGPU passes (blocking, pipelining, lane distribution) and verify the result."""
+    tgt = get_target(target) if isinstance(target, str) else target
+    xfn = blocking.run(sg_fn, tgt, report)
+    xfn = pipelining.run(xfn, num_stages, tgt)
+    xfn = lane_distribution.run(xfn, tgt)
+    try:
+        verify_function(xfn)
+        xg.verify_for_target(xfn, tgt, check_block_shape)
+    except Exception as e:
+        raise CompilerError(f"internal error: the XeGPU IR does not verify for {tgt.name}: {e}") from e
+    return xfn
+
+
+def lower(sg_fn: Function, target: Target | str, ctx: Optional[dict] = None) -> dict:
+    """The XeGPU path of ``compile_kernel``: xetile-sg -> XeGPU -> LLVM IR.
+
+    ``ctx`` keys (all optional): ``emulate`` (CPU emulation of DPAS / 2D block IO),
+    ``num_stages`` (prefetch distance; default the function's attribute or 3), ``num_subgroups``,
+    ``version_loops`` (version k-loops on the 2D block surface checks; default: not when emulating).
+    Returns ``{"xegpu": text, "xegpu_fn": Function, "module": llvmlite module, "extensions",
+    "signature", "arg_plan", "instructions": Counter, "fallbacks": [str], "report": dict}``.
+    """
+    ctx = dict(ctx or {})
+    tgt = get_target(target) if isinstance(target, str) else target
+    if tgt.dpas is None:
+        raise CompilerError(f"target {tgt.name!r} has no DPAS; use the generic lowering")
+    emulate = bool(ctx.get("emulate", False))
+    stages = ctx.get("num_stages", sg_fn.attributes.get("num_stages", 3))
+    nsg = ctx.get("num_subgroups") or sg_fn.attributes.get("num_subgroups") or 1
+    rep = blocking.BlockingReport()
+    xfn = to_xegpu(sg_fn, tgt, num_stages=stages, report=rep)
+    lw = XeGPULowering(xfn, tgt, emulate, nsg, ctx.get("version_loops"))
+    module = lw.run()
+    fallbacks = [f"{e['loc']}: {e['op']}: {e['instruction']}"
+                 f"{' instead of 2D block IO' if e['op'] != 'xetile.tile_mma' else ''}: {e['reason']}"
+                 for e in rep.fallbacks] + lw.fallbacks
+    if tgt.block_io is None:
+        fallbacks.append(f"target {tgt.name} has no 2D block IO: loads use subgroup block reads of "
+                         f"whole rows when a block is in bounds and 4-byte aligned (per-lane loads "
+                         f"otherwise), stores are per-lane with bounds checks")
+    ext = get_target("generic").spirv_extensions if emulate else tgt.spirv_extensions
+    return {"xegpu": print_function(xfn), "xegpu_fn": xfn, "module": module, "extensions": ext,
+            "signature": lw.signature, "arg_plan": lw.arg_plan, "instructions": lw.instructions,
+            "fallbacks": fallbacks, "report": rep.as_dict()}
+
+
+__all__ = ["lower", "to_xegpu", "XeGPULowering", "kernel_abi", "written_arrays", "reg_type"]
