@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import DeviceCompilationNotImplemented, XejitError
+from .errors import XejitError
 from .frontend.codegen import Param, build_module
 from .ir import Buffer, Interpreter, print_module
 from .ir.core import ArrayType, Module, ScalarType, bf16, f32, index, scalar_type_from_numpy

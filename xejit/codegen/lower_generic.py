@@ -9,8 +9,6 @@ Every op or case without a rule raises :class:`CompilerError` naming the op and 
 """
 from __future__ import annotations
 
-import math
-import struct
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,10 +16,10 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 
-from ..ir.core import (ArrayType, BlockArgument, Function, Operation, ScalarType, TileType, Value,
+from ..ir.core import (ArrayType, Function, Operation, ScalarType, TileType,
                        VectorType, bf16, f16, f32, round_to_bf16)
 from . import builtins as bi
-from .passes.common import CompilerError
+from .passes.common import CompilerError, written_arrays
 
 #: load GEMM A operands as uniform scalars (broadcast by the FMA) instead of shuffling them
 UNIFORM_A = True
@@ -1210,24 +1208,6 @@ class GenericLowering:
         if isinstance(like, (Vec, Tile)):
             return like.rebuild(list(vals))
         return vals[0]
-
-
-def written_arrays(fn: Function) -> set[int]:
-    """ids of the array arguments a function stores to (store_tile, atomic_rmw_tile, store_scatter)."""
-    def root(v: Value) -> Value:
-        while not isinstance(v.type, ArrayType):
-            if isinstance(v, BlockArgument):
-                v = v.block.parent.parent.operands[2 + v.index]
-            else:
-                v = v.op.operands[0]
-        return v
-    out = set()
-    for op in fn.walk():
-        if op.name in ("xetile.store_tile", "xetile.atomic_rmw_tile"):
-            out.add(id(root(op.operands[1])))
-        elif op.name == "xetile.store_scatter":
-            out.add(id(root(op.operands[2])))
-    return out
 
 
 def kernel_abi(fn: Function, written: set[int] | None = None) -> tuple[list[str], list[tuple[int, str, str]]]:

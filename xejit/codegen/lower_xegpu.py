@@ -56,7 +56,7 @@ from ..ir.verifier import verify_function
 from . import builtins as bi
 from . import emulation as emu
 from .passes import blocking, lane_distribution, pipelining
-from .passes.common import CompilerError
+from .passes.common import CompilerError, written_arrays
 from .passes.lane_distribution import per_lane_count
 from .targets import Target, check_block_shape, get_target
 
@@ -163,23 +163,6 @@ def kernel_abi(fn: Function) -> tuple[list[str], list[tuple[int, str, str]]]:
     store_scatter / atomic_rmw are "ptr", the others "ptr_in")."""
     from .lower_generic import kernel_abi as abi
     return abi(fn, written_arrays(fn))
-
-
-def written_arrays(fn: Function) -> set[int]:
-    def root(v: Value) -> Value:
-        while not isinstance(v.type, ArrayType):
-            if getattr(v, "op", None) is None:   # loop block argument -> its init
-                v = v.block.parent.parent.operands[2 + v.index]
-            else:
-                v = v.op.operands[0]
-        return v
-    out = set()
-    for op in fn.walk():
-        if op.name in ("xegpu.store_nd", "xegpu.store_scatter"):
-            out.add(id(root(op.operands[1])))
-        elif op.name == "xegpu.atomic_rmw":
-            out.add(id(root(op.operands[0])))
-    return out
 
 
 # ----------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...ir.core import Block, Function, Operation, Region, Value
+from ...ir.core import ArrayType, Block, Function, Operation, Region, Value
 from ..errors import XejitError
 
 
@@ -49,3 +49,24 @@ def clone_function(fn: Function) -> Function:
     vmap: dict[int, Any] = {id(a): na for a, na in zip(fn.args, new.args)}
     clone_block_into(fn.entry, new.entry, vmap)
     return new
+
+
+# Ops that write memory, by dialect: op name -> index of the operand that leads to the array.
+WRITES = {"xetile.store_tile": 1, "xetile.atomic_rmw_tile": 1, "xetile.store_scatter": 2,
+          "xegpu.store_nd": 1, "xegpu.store_scatter": 1, "xegpu.atomic_rmw": 0}
+
+
+def array_root(v: Value) -> Value:
+    """The kernel's array argument a tile/descriptor value was made from (through loop block
+    arguments to their init operands, and through each producer's first operand)."""
+    while not isinstance(v.type, ArrayType):
+        if getattr(v, "op", None) is None:   # an scf.for block argument -> its init operand
+            v = v.block.parent.parent.operands[2 + v.index]
+        else:
+            v = v.op.operands[0]
+    return v
+
+
+def written_arrays(fn: Function) -> set[int]:
+    """ids of the array arguments ``fn`` writes (through any op of :data:`WRITES`)."""
+    return {id(array_root(op.operands[WRITES[op.name]])) for op in fn.walk() if op.name in WRITES}

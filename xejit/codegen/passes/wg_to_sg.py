@@ -12,7 +12,7 @@ import itertools
 from typing import Any
 
 from ...ir import gpu  # noqa: F401  (registers gpu.subgroup_id)
-from ...ir.core import (Block, Builder, Function, Layout, Operation, Region, ScalarType, TileType,
+from ...ir.core import (Block, Builder, Function, Layout, Operation, Region, TileType,
                         Value, VectorType, index)
 from .common import CompilerError
 from .layout_propagation import _key, normalize, value_layout
