@@ -15,3 +15,17 @@ def test_compile_for_the_device_target_has_every_stage():
     validate(ck.asm["spv"])
     assert "OpEntryPoint Kernel" in ck.asm["spvasm"]
     assert isinstance(ck.report(), str) and ck.timings
+
+
+def test_pvc_report_counts_dpas_per_k_step_and_checks_the_register_file():
+    torch = pytest.importorskip("torch")
+    a = torch.ones((1024, 1024), dtype=torch.bfloat16)
+    c = torch.ones((1024, 1024), dtype=torch.float32)
+    meta = dict(BM=256, BN=256, BK=32, num_subgroups=32)
+    # 32 subgroups as [8, 4]: a 32x64 fp32 accumulator per subgroup, K-step 32 in bf16:
+    # (32/8) * (64/16) * (32/16) = 32 DPAS; tile data 32*64*4 + 32*32*2 + 32*64*2 B = 224 registers.
+    ck = matmul_kernel.compile(a, a, c, 1024, 1024, 1024, target="pvc", **meta)
+    assert ck.instructions["dpas"] == 32
+    assert "224 of 128 registers" in ck.report() and "EXCEEDS" in ck.report()
+    big = matmul_kernel.compile(a, a, c, 1024, 1024, 1024, target="pvc", grf_mode="256", **meta)
+    assert "224 of 256 registers" in big.report() and "EXCEEDS" not in big.report()

@@ -79,8 +79,13 @@ class CompiledKernel:
             return (f"~{self.regs_bytes_per_lane} B of live tile data per lane ({total} B per subgroup); "
                     f"target {self.target.name!r} has no register-file data")
         grf = rf.large_grf_count if self.options.get("grf_mode") == "256" and rf.large_grf_count else rf.count
-        return (f"~{total} B per subgroup = {-(-total // rf.bytes_each)} of {grf} registers "
-                f"({rf.bytes_each} B each)")
+        need = -(-total // rf.bytes_each)
+        text = f"~{total} B of tile data per subgroup = {need} of {grf} registers ({rf.bytes_each} B each)"
+        if need > grf:
+            text += "; EXCEEDS the register file: expect spills"
+            if rf.large_grf_count and grf < rf.large_grf_count and need <= rf.large_grf_count:
+                text += f" (grf_mode='256' gives {rf.large_grf_count})"
+        return text
 
     def report(self) -> str:
         lines = [f"kernel {self.name} for target {self.target.name} ({self.path} path), "
@@ -102,20 +107,26 @@ def kernel_abi(fn: Function):
     return _abi(fn)
 
 
-def _live_tile_bytes(fn: Function, lanes: int) -> int:
-    """Per-lane bytes of tile data live in the innermost loop (or in the whole kernel)."""
+def _live_tile_bytes(fn: Function, lanes: int, packed: bool) -> int:
+    """Per-lane bytes of tile data live in the innermost loop (or in the whole kernel).
+
+    A loop's carried values and the values its body makes count once (a yielded value takes the
+    place of its block argument). ``packed``: 8/16-bit data stays packed in registers (DPAS
+    operands); otherwise the generic lowering holds every element in 32 bits.
+    """
     def per_lane(t) -> int:
         if not isinstance(t, VectorType) or len(t.shape) != 2:
             return 0
         r, c = t.shape
-        return r * -(-c // lanes) * max(4, t.dtype.itemsize)
+        return r * -(-c // lanes) * (t.dtype.itemsize if packed else max(4, t.dtype.itemsize))
 
     best = 0
     loops = [op for op in fn.walk() if op.name == "scf.for"]
     for op in loops:
         body = op.regions[0].block
+        yielded = {id(v) for v in body.terminator.operands} if body.terminator is not None else set()
         total = sum(per_lane(a.type) for a in body.args)
-        total += sum(per_lane(r.type) for o in body.ops for r in o.results)
+        total += sum(per_lane(r.type) for o in body.ops for r in o.results if id(r) not in yielded)
         best = max(best, total)
     if not loops:
         best = sum(per_lane(r.type) for o in fn.walk() for r in o.results)
@@ -263,5 +274,5 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     return CompiledKernel(
         name=fn.name, target=tgt, asm=asm, signature=tuple(kinds), arg_plan=list(plan),
         workgroup_size=(nsg * lanes, 1, 1), num_subgroups=nsg, timings=st.timings, path=path,
-        instructions=instructions, fallbacks=fallbacks, regs_bytes_per_lane=_live_tile_bytes(sg, lanes),
+        instructions=instructions, fallbacks=fallbacks, regs_bytes_per_lane=_live_tile_bytes(sg, lanes, packed=tgt.dpas is not None),
         slm_bytes=slm, options=options)
