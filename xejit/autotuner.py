@@ -523,8 +523,6 @@ class Autotuner:
                                      setup=setup, sync=sync)
                     timings[c] = statistics.median(times)
                 except XejitError as e:
-                    if _is_not_implemented(e):
-                        raise
                     failed.append((c, f"{type(e).__name__}: {e}"))
                     if verbose:
                         print(f"xejit autotuning: {self.fn.__name__}: {c} failed: {e}", file=sys.stderr)
@@ -585,11 +583,6 @@ class Autotuner:
                                 d["tuning_time_s"], from_disk=True)
         except (ValueError, KeyError, IndexError, TypeError):
             return None  # an entry from another layout: tune again and overwrite it
-
-
-def _is_not_implemented(e: Exception) -> bool:
-    from .errors import DeviceCompilationNotImplemented
-    return isinstance(e, DeviceCompilationNotImplemented)
 
 
 def autotune(configs: Sequence[Config], key: Sequence[str], prune_configs_by: dict[str, Any] | None = None,

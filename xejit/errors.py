@@ -1,4 +1,4 @@
-"""xejit's user-facing exceptions: one for kernels that do not compile, one for the missing device path.
+"""xejit's user-facing exceptions: the base of all of them, and the one for kernels that do not compile.
 
 Example:
     >>> e = CompilationError("undefined name 'x'", file="k.py", line=3, col=8,
@@ -30,7 +30,3 @@ class CompilationError(XejitError):
         if self.source_line is not None:
             text += f"\n{self.source_line.rstrip()}\n{' ' * self.col}^"
         return text
-
-
-class DeviceCompilationNotImplemented(XejitError, NotImplementedError):
-    """The device compiler is not available in this build."""
