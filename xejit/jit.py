@@ -46,8 +46,13 @@ class ArraySpec:
     aligned16: bool
 
     def ir_type(self) -> ArrayType:
-        from .ir.core import SCALAR_TYPES
-        return ArrayType(SCALAR_TYPES[self.dtype], self.rank, self.order, self.aligned16)
+        return _array_ir_type(self)
+
+
+@functools.lru_cache(maxsize=None)
+def _array_ir_type(spec: ArraySpec) -> ArrayType:
+    from .ir.core import SCALAR_TYPES
+    return ArrayType(SCALAR_TYPES[spec.dtype], spec.rank, spec.order, spec.aligned16)
 
 
 def _is_torch(x: Any) -> bool:

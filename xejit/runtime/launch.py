@@ -51,23 +51,20 @@ def _usm_owner(arr: np.ndarray):
     return None
 
 
-def _base_pointer(mem) -> int:
-    return mem.__sycl_usm_array_interface__["data"][0]
+_owner_info: dict[tuple[int, int], tuple[bool, int]] = {}
 
 
-_context_ok: dict[tuple[int, int], bool] = {}
-
-
-def _same_context(mem, queue) -> bool:
-    # Comparing SYCL contexts builds Python objects each time: remember the answer per pair.
+def _usm_info(mem, queue) -> tuple[bool, int]:
+    """(is ``mem`` in ``queue``'s context, its base address), remembered per (memory, queue) pair:
+    both questions build Python objects in dpctl each time they are asked."""
     key = (id(mem), id(queue))
-    ok = _context_ok.get(key)
-    if ok is None:
-        ok = mem.sycl_context == queue.sycl_context
-        if len(_context_ok) > 4096:
-            _context_ok.clear()
-        _context_ok[key] = ok
-    return ok
+    info = _owner_info.get(key)
+    if info is None:
+        info = (mem.sycl_context == queue.sycl_context, mem.__sycl_usm_array_interface__["data"][0])
+        if len(_owner_info) > 4096:
+            _owner_info.clear()
+        _owner_info[key] = info
+    return info
 
 
 class _Interior:
@@ -130,9 +127,10 @@ def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
                 raise ArgumentError(f"{name} must be an array (numpy, torch, dpctl/dpnp), got {type(value).__name__}")
             _check_layout(arr, name)
             owner = _usm_owner(arr)
-            if owner is not None and _same_context(owner, queue):
+            same_context, base = _usm_info(owner, queue) if owner is not None else (False, 0)
+            if same_context:
                 ptr = arr.__array_interface__["data"][0]
-                if ptr == _base_pointer(owner):
+                if ptr == base:
                     out.args.append(owner)  # the common case: the whole allocation, no new object
                 else:
                     out.args.append(dm.as_usm_memory(_Interior(ptr, arr.nbytes, queue)))
