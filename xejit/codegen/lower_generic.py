@@ -1075,7 +1075,7 @@ class GenericLowering:
             regs = list(X.regs[0])
             for r in range(1, R):
                 regs = [self._combine(kind, et, x, y) for x, y in zip(regs, X.regs[r])]
-            return Vec((1, C), et, [regs])
+            return self._cross_sg_reduce(op, Vec((1, C), et, [regs]))
         ident = self._identity(kind, et)
         out = []
         for r in range(R):
@@ -1093,7 +1093,65 @@ class GenericLowering:
                 step *= 2
             out.append([acc])
         self.count("butterfly reduction rows", R)
-        return Vec((R, 1), et, out)
+        return self._cross_sg_reduce(op, Vec((R, 1), et, out))
+
+    def _cross_sg_reduce(self, op, V: "Vec") -> "Vec":
+        """Combine the partial results of the subgroups along the reduced dim (attribute
+        ``cross_sg``: the source layout) through SLM: barrier, store the partial at slot
+        ``sg``, barrier, load the partials of the subgroups sharing this one's other coordinate
+        in coordinate order and combine them (same order in every subgroup: identical results)."""
+        lay = op.attributes.get("cross_sg")
+        if lay is None:
+            return V
+        kind, dim = op.attributes["kind"], op.attributes["dims"][0]
+        et = V.dtype
+        R, C = V.shape
+        b = self.b
+        ty = reg_type(et)
+        if ty == I1:
+            raise self.err(op, "cross-subgroup tile_reduce of i1 vectors is not supported")
+        L = lay.sg_layout
+        fast = (lay.order or (1, 0))[0]
+        n = R * C
+        slm = self._slm(ty, self.nsg * n)
+        sg = b.zext(bi.sub_group_id(b), I64)
+        G = self.col_groups(C)
+        bi.barrier(b)  # earlier readers of this buffer (loops) are done
+        for r in range(R):
+            for g in range(G):
+                cv = self.col_valid(C, g)
+                idx = b.add(b.mul(sg, I64(n)), b.add(I64(r * C), self.col_index(C, g)))
+                ptr = b.gep(slm, [idx], source_etype=ty)
+                if cv is None:
+                    b.store(V.regs[r][g], ptr)
+                else:
+                    with b.if_then(cv):
+                        b.store(V.regs[r][g], ptr)
+        bi.barrier(b)
+        # subgroup coordinates (wg_to_sg: linear id over sg_layout, `order[0]` fastest)
+        c_fast = b.urem(sg, I64(L[fast]))
+        c_slow = b.udiv(sg, I64(L[fast]))
+        if dim == fast:  # partner k: c_slow * L[fast] + k
+            first, stride = b.mul(c_slow, I64(L[fast])), 1
+        else:            # partner k: k * L[fast] + c_fast
+            first, stride = c_fast, L[fast]
+        regs = []
+        for r in range(R):
+            row = []
+            for g in range(G):
+                col = self.col_index(C, g)
+                if C >= self.S and C % self.S:
+                    col = b.select(self.col_valid(C, g), col, I64(0))
+                acc = None
+                for k in range(L[dim]):
+                    slot = b.add(first, I64(k * stride))
+                    idx = b.add(b.mul(slot, I64(n)), b.add(I64(r * C), col))
+                    v = b.load(b.gep(slm, [idx], source_etype=ty), typ=ty)
+                    acc = v if acc is None else self._combine(kind, et, acc, v)
+                row.append(acc)
+            regs.append(row)
+        self.count("cross-subgroup reduction through SLM (store, barrier, load)")
+        return Vec((R, C), et, regs)
 
     def op_xetile_tile_broadcast(self, op):
         X: Vec = self.env[id(op.operands[0])]

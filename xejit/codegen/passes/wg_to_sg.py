@@ -280,10 +280,20 @@ class _Distributor:
         src = op.operands[0]
         ds, dr = self.d(src), self.d(op.result)
         dim = op.attributes["dims"][0]
+        attrs = self._attrs(op)
+        attrs.pop("cross_sg_layout", None)
         if ds.layout.sg_layout[dim] > 1 and not ds.shared(dim):
-            raise CompilerError(f"tile_reduce over dim {dim}, which is split across subgroups by "
-                                f"{ds.layout}, needs a cross-subgroup reduction; not supported yet "
-                                f"(give the source a layout that keeps dim {dim} in one subgroup)", op)
+            # cross-subgroup: each subgroup reduces its part, then the partials of the subgroups
+            # along `dim` are combined through SLM by the lowering (attribute `cross_sg`: the
+            # source layout, whose sg_layout/order give the subgroup coordinates)
+            o = 1 - dim
+            if (_key(Layout(dr.layout.sg_layout, None, order=dr.layout.order)) !=
+                    _key(Layout(ds.layout.sg_layout, None, order=ds.layout.order))
+                    or dr.data[o] != ds.data[o] or dr.nb[o] != ds.nb[o]):
+                raise CompilerError(f"tile_reduce over dim {dim} split across subgroups by {ds.layout} "
+                                    f"with result layout {dr.layout}: the result must keep the source's "
+                                    f"sg_layout and sg_data in dim {o}; insert a convert_layout", op)
+            attrs["cross_sg"] = ds.layout
         et = op.result.type.dtype
         comb = _REDUCE_COMBINE.get((op.attributes["kind"], et.is_float))
         st = VectorType(ds.data, et)
@@ -298,7 +308,7 @@ class _Distributor:
             acc = parts[0]
             for p in parts[1:]:
                 acc = b.create(comb, [acc, p], [st], loc=op.loc).result
-            r = b.create(op.name, [acc], [rt], self._attrs(op), loc=op.loc).result
+            r = b.create(op.name, [acc], [rt], dict(attrs), loc=op.loc).result
             r.name_hint = op.result.name_hint
             vals.append(r)
         self.vmap[id(op.result)] = vals
