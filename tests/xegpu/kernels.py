@@ -56,6 +56,12 @@ def row_sum(x, y, BM: xl.constexpr, BN: xl.constexpr):
 
 
 @xejit.kernel(interpret=True)
+def col_sum(x, y, BM: xl.constexpr, BN: xl.constexpr):
+    t = xl.load_tile(xl.init_tile(x, [0, 0], [BM, BN]))
+    xl.store_tile(xl.init_tile(y, [0, 0], [1, BN]), xl.tile_reduce(t, "add", 0))
+
+
+@xejit.kernel(interpret=True)
 def epilogue(x, bias, y, BM: xl.constexpr, BN: xl.constexpr):
     m = xl.program_id(0) * BM
     t = xl.load_tile(xl.init_tile(x, [m, 0], [BM, BN])).to(xl.float32)

@@ -35,8 +35,12 @@ Instructions come from ``emulation.declare_*`` (real builtins, or their emulatio
 * ``load_tile(..., padding=p)`` with p != 0 is done in code (the hardware pads with zero);
   reported as a fallback.
 
-Unsupported ops (tile_reduce, transpose, convert_layout, atomics, fences and named barriers in
-the lowering) raise :class:`CompilerError` naming the op and its source line.
+``tile_reduce`` along dim 1 of a block: in-register over the lane's elements, a shuffle-xor
+butterfly across lanes, row r moved to lane r (the [h, 1] layout). ``atomic_rmw``: per-lane
+atomics on the lane's elements (``atomicrmw`` for 32/64-bit ints, a CAS loop on the bits for
+f32; helpers shared with ``lower_generic``). Unsupported ops (tile_reduce along dim 0 or across
+subgroups, transpose, convert_layout, fences and named barriers in the lowering) raise
+:class:`CompilerError` naming the op and its source line.
 """
 from __future__ import annotations
 
@@ -55,6 +59,7 @@ from ..ir.printer import print_function
 from ..ir.verifier import verify_function
 from . import builtins as bi
 from . import emulation as emu
+from . import lower_generic as _gen
 from .passes import blocking, lane_distribution, pipelining
 from .passes.common import CompilerError, written_arrays
 from .passes.lane_distribution import per_lane_count
@@ -975,6 +980,123 @@ class XeGPULowering:
         td: TD = self.env[id(op.operands[1])]
         self.scatter_block(td, op.operands[0].type, self.env[id(op.operands[0])], td.row, td.col)
         self.instructions["scatter store (per-lane)"] += 1
+
+    # -- reductions and atomics (helpers shared with lower_generic) -------------------------------
+
+    def call(self, name: str, ret: ir.Type, args: list) -> ir.Value:
+        return bi.call(self.b, bi.declare(self.module, name, ret, [a.type for a in args]), args)
+
+    def round_to(self, t: ScalarType, v: ir.Value) -> ir.Value:
+        return _gen.GenericLowering.round_to(self, t, v)
+
+    _combine = _gen.GenericLowering._combine
+    _identity = _gen.GenericLowering._identity
+    _cas_loop = _gen.GenericLowering._cas_loop
+
+    def _bcast_lane(self, v: ir.Value, lane) -> ir.Value:
+        return bi.shuffle(self.b, v, lane, "f32") if v.type == F32 else self._shuffle_any(v, lane)
+
+    def op_xetile_tile_reduce(self, op: Operation) -> None:
+        """A register block [h, w] reduced along dim 1 to [h, 1] (lane r holds row r): in-register
+        over the lane's elements of a row, then a shuffle-xor butterfly across the lanes of the
+        row, then row r moved to lane r."""
+        src_t: VectorType = op.operands[0].type
+        if list(op.attributes.get("dims", [])) != [1] or len(src_t.shape) != 2:
+            raise self.err(op, "tile_reduce is supported along dim 1 of a register block only on "
+                               f"{self.target.name}")
+        kind = op.attributes["kind"]
+        et = src_t.dtype
+        h, w = src_t.shape
+        sg = self.sg
+        b = self.b
+        xs = self._elems(self.value(op.operands[0]))
+        if et.is_float:
+            xs = [self.to_f32(x, et) for x in xs]
+        lane = self.lane
+        totals = []
+        if w > sg:
+            ept = w // sg
+            for r in range(h):
+                acc = xs[r * ept]
+                for k in range(1, ept):
+                    acc = self._combine(kind, et, acc, xs[r * ept + k])
+                step = 1
+                while step < sg:
+                    acc = self._combine(kind, et, acc, self._bcast_lane(acc, b.xor(lane, I32(step))))
+                    step *= 2
+                totals.append(acc)
+        else:
+            rpg = sg // w
+            red = []
+            for x in xs:
+                step = 1
+                while step < w:
+                    x = self._combine(kind, et, x, self._bcast_lane(x, b.xor(lane, I32(step))))
+                    step *= 2
+                red.append(x)
+            for r in range(h):
+                x = red[r // rpg]
+                totals.append(x if rpg == 1 else self._bcast_lane(x, I32((r % rpg) * w)))
+        out = totals[0]
+        for r in range(1, h):
+            out = b.select(b.icmp_unsigned("==", lane, I32(r)), totals[r], out)
+        if et.is_float:
+            out = self.from_f32(out, et)
+        n = per_lane_count(op.result.type.shape, sg)
+        if n != 1:
+            raise self.err(op, f"internal: a reduced column of {h} rows over {sg} lanes")
+        self.env[id(op.result)] = out
+        self.instructions["subgroup reduction (shuffle butterfly)"] += 1
+
+    def op_xegpu_atomic_rmw(self, op: Operation) -> None:
+        """Per-lane atomics on the elements this lane owns of a block-scattered descriptor:
+        ``atomicrmw`` for 32/64-bit integers, a compare-and-swap loop on the bits for f32."""
+        td = self.env[id(op.operands[0])]
+        if not isinstance(td, TD):
+            raise self.err(op, "atomic_rmw needs a block-form scattered descriptor on DPAS targets")
+        kind = op.attributes["kind"]
+        t: VectorType = op.operands[2].type
+        et = t.dtype
+        if et.is_float and (et.name != "f32" or kind not in ("add", "max", "min", "mul", "xchg")):
+            raise self.err(op, f"atomic_rmw_tile <{kind}> on {et} is not supported")
+        if not et.is_float and et.bitwidth not in (32, 64):
+            raise self.err(op, f"atomic_rmw_tile on {et}: only 32/64-bit integers are supported")
+        llop = None
+        if not et.is_float:
+            llop = {"add": "add", "max": "max" if et.is_signed else "umax",
+                    "min": "min" if et.is_signed else "umin", "and": "and", "or": "or",
+                    "xor": "xor", "xchg": "xchg"}.get(kind)
+            if llop is None:
+                raise self.err(op, f"atomic_rmw_tile <{kind}> on {et} is not supported")
+        b = self.b
+        ety = reg_type(et)
+        h, w = t.shape
+        vals = self._elems(self.value(op.operands[2]))
+        masks = self._elems(self.value(op.operands[1]))
+        olds = []
+        for e, v in enumerate(vals):
+            r, c = self.coords((h, w), e)
+            ptr, ok = self.elem_ptr(td, b.add(td.row, r), b.add(td.col, c), ety)
+            ok = b.and_(ok, masks[e] if e < len(masks) else masks[0])
+            if w <= self.sg and h % (self.sg // w):   # lanes past the last row hold nothing
+                ok = b.and_(ok, b.icmp_unsigned("<", r, I64(h)))
+            pre = b.block
+            with b.if_then(ok):
+                old = self._cas_loop(ptr, v, kind) if et.is_float else \
+                    b.atomic_rmw(llop, ptr, v, "monotonic")
+                inner = b.block
+            phi = b.phi(ety)
+            phi.add_incoming(old, inner)
+            phi.add_incoming(ir.Constant(ety, 0), pre)
+            olds.append(phi)
+        if len(olds) == 1:
+            res = olds[0]
+        else:
+            res = ir.Constant(ir.VectorType(ety, len(olds)), ir.Undefined)
+            for e, o in enumerate(olds):
+                res = b.insert_element(res, o, I32(e))
+        self.env[id(op.result)] = res
+        self.instructions["atomic CAS loop (f32, per lane)" if et.is_float else f"atomicrmw {llop} (per lane)"] += 1
 
     # -- DPAS -------------------------------------------------------------------------------------
 

@@ -21,7 +21,9 @@ Supported xetile-sg ops: init_tile (2D arrays, and 1D as [1, n]; scatter tiles o
 offsets), load_tile, store_tile, prefetch_tile, update_tile_offset, tile_mma, load_gather /
 store_scatter (masked, per-element), tile_broadcast of a row or a column, vector.step,
 element-wise arith/math, casts, compares/select, constants and splats, scf.for, and scalar index
-code. Anything else (tile_reduce, tile_transpose, convert_layout, atomic_rmw_tile, ...) raises
+code, tile_reduce along dim 1 (within a subgroup) and atomic_rmw_tile (per-element, block-scattered
+descriptors). Anything else (tile_reduce along dim 0 or across subgroups, tile_transpose,
+convert_layout, ...) raises
 :class:`CompilerError` naming the op and its source line.
 
 Example: see ``tests/xegpu/test_blocking.py``.
@@ -176,6 +178,10 @@ def _tile_classes(fn: Function) -> tuple[_UnionFind, dict[int, set], dict[int, O
                         rs.add("C")
             elif op.name == "xetile.store_tile":
                 rs.add("S")
+        elif op.name == "xetile.atomic_rmw_tile":
+            c = uf.find(id(op.operands[1]))
+            where.setdefault(c, op)
+            roles.setdefault(c, set()).add("X")
     return uf, roles, where
 
 
@@ -240,6 +246,14 @@ class _Blocker:
             raise self.err(init, "scatter tiles (load_gather/store_scatter) are not supported on DPAS "
                                  "targets yet")
         roles = self.roles.get(c, {"C"})
+        if "X" in roles:
+            if roles != {"X"}:
+                raise self.err(self.where.get(c, init), "a tile used by atomic_rmw_tile is also loaded or "
+                                                        "stored; use a separate init_tile for the atomics")
+            bh, bw = self.c_block(init, t.shape)
+            # atomics are per element: block-scattered descriptors, one per register block
+            self.plans[c] = plan = TilePlan("C", "gather", tuple(t.shape), t.dtype, bh, bw)
+            return plan
         if "S" in roles and roles <= {"S", "C"}:
             self.plans[c] = plan = self.store_plan(init, t, arr)
             return plan
@@ -641,6 +655,59 @@ class _Blocker:
                 row.append(c)
             grid.append(row)
         self.env[id(op.result)] = VBlocks((M, N), bh, bw, grid)
+
+    def op_xetile_tile_reduce(self, op: Operation) -> None:
+        """Reduce along dim 1 within the subgroup: one ``xetile.tile_reduce`` per register block
+        ([bh, bw] -> [bh, 1], lanes + in-register, lowered with subgroup shuffles), the partial
+        columns of a block row combined element-wise."""
+        src = self.vblocks(op, op.operands[0])
+        kind = op.attributes["kind"]
+        dims = list(op.attributes.get("dims", []))
+        if op.attributes.get("cross_sg") is not None:
+            raise self.err(op, "tile_reduce across subgroups (the reduced dim is split over "
+                               "subgroups) is not supported on DPAS targets yet")
+        if dims != [1]:
+            raise self.err(op, f"tile_reduce over dims {dims} is not supported on DPAS targets yet "
+                               "(only dim 1, the columns of a subgroup tile)")
+        if src.packed:
+            raise self.err(op, "tile_reduce of a DPAS B operand is not supported")
+        from ..lower_generic import _REDUCE_OP
+        et = op.result.type.dtype
+        comb = _REDUCE_OP[kind][0 if et.is_float else 1]
+        if comb is None:
+            raise self.err(op, f"tile_reduce <{kind}> on {et} is not supported")
+        if not et.is_float and not et.is_signed and kind in ("max", "min"):
+            comb = "arith.maxui" if kind == "max" else "arith.minui"
+        R = src.shape[0]
+        bt = VectorType((src.bh, 1), et)
+        grid = []
+        for row in src.grid:
+            acc = None
+            for blk in row:
+                part = self.create("xetile.tile_reduce", [blk], [bt], {"kind": kind, "dims": [1]},
+                                   loc=op.loc).result
+                acc = part if acc is None else self.create(comb, [acc, part], [bt], loc=op.loc).result
+            grid.append([acc])
+        self.report.add(op, "subgroup reduction (shuffles)")
+        self.env[id(op.result)] = VBlocks((R, 1), src.bh, 1, grid)
+
+    def op_xetile_atomic_rmw_tile(self, op: Operation) -> None:
+        val = self.vblocks(op, op.operands[0])
+        td: TileDescs = self.env[id(op.operands[1])]
+        p = td.plan
+        if p.kind != "gather" or (val.bh, val.bw) != (p.bh, p.bw) or val.packed:
+            raise self.err(op, "atomic value and tile are blocked differently")
+        from ...ir.core import i1
+        mask = self.create("arith.constant", [], [VectorType((p.bh, p.bw), i1)], {"value": True},
+                           loc=op.loc).result
+        nr, nc = p.shape[0] // p.bh, p.shape[1] // p.bw
+        grid: list[list[Any]] = [[None] * nc for _ in range(nr)]
+        for d, (i, j) in zip(td.descs, p.desc_origins()):
+            blk = val.grid[i // p.bh][j // p.bw]
+            grid[i // p.bh][j // p.bw] = self.create("xegpu.atomic_rmw", [d, mask, blk], [blk.type],
+                                                     {"kind": op.attributes["kind"]}, loc=op.loc).result
+        self.report.add(op, "atomic_rmw (per lane)")
+        self.env[id(op.result)] = VBlocks(p.shape, p.bh, p.bw, grid)
 
     # -- loops -------------------------------------------------------------------------------
 

@@ -1,0 +1,52 @@
+"""Row softmax (tile_reduce max/sum along dim 1 + tile_broadcast) and split-K GEMM (fp32
+atomic_rmw_tile add) through ``kernel[grid]`` on the pvc and dg2 code paths (DPAS and 2D block
+IO emulated on the CPU device), against float64 numpy. Parameters as in
+tests/compiler/test_device.py (the generic path)."""
+import numpy as np
+import pytest
+
+import xejit
+from xejit.codegen.passes.common import CompilerError
+from tests.compiler.helpers import check, f64, poisoned, rand
+from tests.compiler.kernels import colsum, matmul_splitk, softmax
+
+
+@pytest.fixture
+def emulate(monkeypatch, request):
+    monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
+    monkeypatch.setenv("XEJIT_EMULATE", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("emulate", ["pvc", "dg2"], indirect=True)
+@pytest.mark.parametrize("M,N,BM,BN,ns", [(37, 48, 4, 64, 1), (37, 20, 8, 32, 4)])
+def test_softmax_emulated(emulate, M, N, BM, BN, ns):
+    rng = np.random.default_rng(11 + M + N + ns)
+    x = rand(rng, (M, N), "f32")   # non-zero, |x| in [0.5, 1.5]
+    y = poisoned((M, N), "f32")
+    softmax[(xejit.cdiv(M, BM),)](x, y, BM=BM, BN=BN, num_subgroups=ns)
+    assert np.isfinite(y).all()
+    e = np.exp(f64(x) - f64(x).max(1, keepdims=True))
+    ref = e / e.sum(1, keepdims=True)
+    assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
+    check(y, ref, "f32")
+
+
+@pytest.mark.parametrize("emulate", ["pvc", "dg2"], indirect=True)
+@pytest.mark.parametrize("ns", [1, 2])
+def test_gemm_split_k_atomics_emulated(emulate, ns):
+    rng = np.random.default_rng(5 + ns)
+    M, N, K, BM, BN, BK, KS = 20, 36, 64, 8, 16, 8, 4
+    a, b = rand(rng, (M, K), "f32"), rand(rng, (K, N), "f32")
+    c = np.zeros((M, N), np.float32)          # the kernel accumulates into c
+    matmul_splitk[(xejit.cdiv(M, BM), xejit.cdiv(N, BN), KS)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK,
+                                                              KSPLIT=KS, num_subgroups=ns)
+    check(c, f64(a) @ f64(b), "f32", scale_by_max=True)
+
+
+@pytest.mark.parametrize("emulate", ["pvc"], indirect=True)
+def test_column_reduce_still_unsupported(emulate):
+    x = np.ones((20, 40), np.float32)
+    y = poisoned((1, 40), "f32")
+    with pytest.raises(CompilerError, match=r"tile_reduce.*kernels\.py:\d+|kernels\.py:\d+.*tile_reduce"):
+        colsum[(3,)](x, y, BM=32, BN=16)
