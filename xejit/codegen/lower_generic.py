@@ -206,6 +206,11 @@ class GenericLowering:
     def col_groups(self, C: int) -> int:
         return max(1, -(-C // self.S))
 
+    def _in_range(self, v: ir.Value, n: ir.Value) -> ir.Value:
+        """``0 <= v < n`` (signed: tile offsets may be negative)."""
+        b = self.b
+        return b.and_(b.icmp_signed(">=", v, I64(0)), b.icmp_signed("<", v, n))
+
     def col_valid(self, C: int, g: int) -> ir.Value | None:
         """i1: does this lane own a real (and, for C < S, first-copy) column in group g? None = always."""
         if C < self.S:
@@ -574,10 +579,10 @@ class GenericLowering:
                 H, W = tile.arr.dims
                 for r in range(R):
                     row = b.add(tile.r0, I64(r))
-                    rok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H))
+                    rok = self._in_range(row, H)
                     for g in range(G):
                         col = b.add(tile.c0, self.col_index(C, g))
-                        ok = b.and_(rok, b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<", col, W)))
+                        ok = b.and_(rok, self._in_range(col, W))
                         idx = self._addr(tile, r, self.col_index(C, g))
                         idx = b.select(ok, idx, I64(0))
                         v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
@@ -671,7 +676,7 @@ class GenericLowering:
             H, W = tile.arr.dims
             row = b.add(tile.r0, I64(r))
             cc = b.add(tile.c0, col)
-            ok = b.and_(b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H)),
+            ok = b.and_(self._in_range(row, H),
                         b.and_(b.icmp_signed(">=", cc, I64(0)), b.icmp_signed("<", cc, W)))
             idx = b.select(ok, self._addr(tile, r, col), I64(0))
             v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
@@ -699,10 +704,10 @@ class GenericLowering:
                 slow = []
                 for r in range(R):
                     row = b.add(tile.r0, I64(r))
-                    rok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H))
+                    rok = self._in_range(row, H)
                     for c in range(C):
                         col = b.add(tile.c0, I64(c))
-                        ok = b.and_(rok, b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<", col, W)))
+                        ok = b.and_(rok, self._in_range(col, W))
                         idx = b.select(ok, self._addr(tile, r, I64(c)), I64(0))
                         v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
                         slow.append(b.select(ok, v, pad))
@@ -750,10 +755,10 @@ class GenericLowering:
             with otherwise:
                 for r in range(R):
                     row = b.add(tile.r0, I64(r))
-                    rok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H))
+                    rok = self._in_range(row, H)
                     for g in range(G):
                         col = b.add(tile.c0, self.col_index(C, g))
-                        ok = b.and_(rok, b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<", col, W)))
+                        ok = b.and_(rok, self._in_range(col, W))
                         cv = self.col_valid(C, g)
                         if cv is not None:
                             ok = b.and_(ok, cv)
@@ -779,10 +784,10 @@ class GenericLowering:
         olds = []
         for r in range(R):
             row = b.add(tile.r0, I64(r))
-            rok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H))
+            rok = self._in_range(row, H)
             for g in range(G):
                 col = b.add(tile.c0, self.col_index(C, g))
-                ok = b.and_(rok, b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<", col, W)))
+                ok = b.and_(rok, self._in_range(col, W))
                 cv = self.col_valid(C, g)
                 if cv is not None:
                     ok = b.and_(ok, cv)
@@ -1020,7 +1025,7 @@ class GenericLowering:
         s0, s1 = tile.arr.strides
         row = b.add(tile.r0, r)
         cc = b.add(tile.c0, col)
-        ok = b.and_(b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, H)),
+        ok = b.and_(self._in_range(row, H),
                     b.and_(b.icmp_signed(">=", cc, I64(0)), b.icmp_signed("<", cc, W)))
         idx = b.select(ok, b.add(b.mul(row, s0), b.mul(cc, s1)), I64(0))
         v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
