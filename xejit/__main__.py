@@ -25,7 +25,7 @@ def info(out=sys.stdout) -> int:
         sg = 16 if 16 in d.sub_group_sizes else max(d.sub_group_sizes)
         for feature, make in probes.PROBES.items():
             try:
-                build_program(make(sg), d)
+                build_program(make(sg), d, keep_failed=False)
                 verdict = "yes"
             except XejitError:
                 verdict = "no (the driver does not build it)"

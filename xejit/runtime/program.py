@@ -57,11 +57,13 @@ def _keep_for_repro(spv: bytes) -> str:
     return path
 
 
-def build_program(spv: bytes, device: Device | None = None, *, validate: bool = True) -> Program:
+def build_program(spv: bytes, device: Device | None = None, *, validate: bool = True,
+                  keep_failed: bool = True) -> Program:
     """Build ``spv`` for ``device`` (default: :func:`default_device`); built once per process.
 
     ``validate`` runs spirv-val first, so a malformed module is reported by the validator with
-    the failing instruction rather than by the driver (or not at all).
+    the failing instruction rather than by the driver (or not at all). ``keep_failed`` keeps a
+    module the driver rejects on disk for a rerun (probes that expect rejection turn it off).
     """
     import dpctl.program as dp
 
@@ -77,11 +79,13 @@ def build_program(spv: bytes, device: Device | None = None, *, validate: bool = 
     try:
         sycl_program = dp.create_program_from_spirv(device.queue, spv)
     except Exception as e:  # SyclProgramCompilationError carries little; keep the module for a rerun
-        path = _keep_for_repro(spv)
         reason = str(e).strip() or "the driver gave no build log"
+        where = ""
+        if keep_failed:
+            path = _keep_for_repro(spv)
+            where = f"\nmodule kept at {path} (inspect with: spirv-dis {path})"
         raise BuildError(
-            f"the {device.backend} driver could not build the program for {device.name}: {reason}\n"
-            f"module kept at {path} (inspect with: spirv-dis {path})") from None
+            f"the {device.backend} driver could not build the program for {device.name}: {reason}{where}") from None
     prog = Program(device, sycl_program, sha)
     with _lock:
         _programs[key] = prog
