@@ -136,3 +136,29 @@ def rowsum_convert(x, y, BM: xl.constexpr, BN: xl.constexpr, SGL: xl.constexpr, 
     t = xl.load_tile(xl.init_tile(x, [m, 0], [BM, BN], wg_map=xl.wg_map(SGL, SGD)))
     t = xl.convert_layout(t, xl.wg_map(SGL2, SGD2))
     xl.store_tile(xl.init_tile(y, [m, 0], [BM, 1]), xl.sum(t, 1))
+
+
+@xejit.kernel
+def convert_scale(x, y, BM: xl.constexpr, BN: xl.constexpr, SGL: xl.constexpr, SGD: xl.constexpr,
+                  SGL2: xl.constexpr, SGD2: xl.constexpr):
+    m = xl.program_id(0) * BM
+    n = xl.program_id(1) * BN
+    t = xl.load_tile(xl.init_tile(x, [m, n], [BM, BN], wg_map=xl.wg_map(SGL, SGD)))
+    t = xl.convert_layout(t * 2.0, xl.wg_map(SGL2, SGD2))
+    xl.store_tile(xl.init_tile(y, [m, n], [BM, BN]), t + 1.0)
+
+
+@xejit.kernel
+def transpose_layout(x, y, BM: xl.constexpr, BN: xl.constexpr, SGL: xl.constexpr, SGD: xl.constexpr,
+                     SGL2: xl.constexpr, SGD2: xl.constexpr):
+    m = xl.program_id(0) * BM
+    n = xl.program_id(1) * BN
+    t = xl.load_tile(xl.init_tile(x, [m, n], [BM, BN], wg_map=xl.wg_map(SGL, SGD)))
+    xl.store_tile(xl.init_tile(y, [n, m], [BN, BM]), xl.tile_transpose(t, xl.wg_map(SGL2, SGD2)))
+
+
+@xejit.kernel
+def colsum_layout(x, y, BM: xl.constexpr, BN: xl.constexpr, SGL: xl.constexpr, SGD: xl.constexpr):
+    n = xl.program_id(0) * BN
+    t = xl.load_tile(xl.init_tile(x, [0, n], [BM, BN], wg_map=xl.wg_map(SGL, SGD)))
+    xl.store_tile(xl.init_tile(y, [0, n], [1, BN]), xl.sum(t, 0))

@@ -6,6 +6,8 @@ import os
 import numpy as np
 import pytest
 
+import xejit
+import xejit.language as xl
 from xejit.codegen.compiler import CompilerError, compile_kernel
 from xejit.codegen.spirv import validate
 from xejit.device_launch import cache_key, expand_args
@@ -64,10 +66,23 @@ def test_reduce_split_over_subgroups_compiles():
     compile_kernel(ir, "generic")
 
 
-def test_unsupported_case_names_op_and_line():
+def test_convert_layout_to_another_distribution_compiles():
     ir = rowsum_convert.compile_ir(X, X, BM=8, BN=64, SGL=[1, 4], SGD=[8, 16], SGL2=[4, 1], SGD2=[2, 64],
                                    num_subgroups=4)
-    with pytest.raises(CompilerError, match=r"kernels\.py:\d+:\d+: xetile\.convert_layout: .*not supported"):
+    assert "SLM load" in compile_kernel(ir, "generic").report()
+
+
+@xejit.kernel
+def _mask_convert(x, y, SGL: xl.constexpr, SGD: xl.constexpr):
+    t = xl.load_tile(xl.init_tile(x, [0, 0], [16, 32], wg_map=xl.wg_map([1, 4], [16, 8])))
+    keep = xl.convert_layout(t > 0.0, xl.wg_map(SGL, SGD))
+    xl.store_tile(xl.init_tile(y, [0, 0], [16, 32]), xl.where(keep, 1.0, 0.0))
+
+
+def test_unsupported_case_names_op_and_line():
+    x = np.zeros((16, 32), np.float32)
+    ir = _mask_convert.compile_ir(x, x, SGL=[4, 1], SGD=[4, 32], num_subgroups=4)
+    with pytest.raises(CompilerError, match=r"test_compiler\.py:\d+:\d+: xetile\.convert_layout: .*i1"):
         compile_kernel(ir, "generic")
 
 

@@ -12,7 +12,8 @@ from xejit.ir import Buffer, Interpreter, verify_function
 from xejit.ir.core import TileType, VectorType, f32
 from xejit.ir.gpu import run_grid_subgroups
 
-from .kernels import matmul, matmul_bias_relu, matmul_layout, rowsum_layout, softmax, transpose
+from .kernels import (colsum_layout, convert_scale, matmul, matmul_bias_relu, matmul_layout, rowsum_layout,
+                      softmax, transpose, transpose_layout)
 
 SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -167,13 +168,65 @@ def test_softmax_single_row_keeps_reduced_dim_in_one_subgroup(M, N, ns, seed):
     assert_all_stages_agree(fn, (M,), [x, y])
 
 
-def test_cross_subgroup_reduce_is_marked_for_slm():
+def test_cross_subgroup_reduce_exchanges_partials_through_slm():
     x = np.zeros((8, 8), np.float32)
     fn = rowsum_layout.compile_ir(x, x, BM=8, BN=64, SGL=[1, 4], SGD=[8, 16], num_subgroups=4).functions[0]
     sg = distribute_to_subgroups(propagate_layouts(fn))
+    names = [op.name for op in sg.walk()]
+    assert names.count("gpu.barrier") == 2
+    store = next(op for op in sg.walk() if op.name == "gpu.slm_store")
+    load = next(op for op in sg.walk() if op.name == "gpu.slm_load")
+    assert store.operands[0].type.shape == (8, 1)          # this subgroup's partial
+    assert store.operands[1].type.shape == (8, 4)          # one column per subgroup
+    assert load.result.type.shape == (8, 4)                # every partial of its rows
     reds = [op for op in sg.walk() if op.name == "xetile.tile_reduce"]
-    assert len(reds) == 1 and reds[0].attributes["cross_sg"].sg_layout == (1, 4)
-    assert reds[0].result.type.shape == (8, 1)
+    assert [r.operands[0].type.shape for r in reds] == [(8, 16), (8, 4)]
+
+
+# Layouts of a 16x32 workgroup tile over 4 subgroups: one block each, round-robin blocks,
+# data shared by several subgroups, column-major subgroup order.
+LAYOUTS_16x32 = [((1, 4), (16, 8)), ((4, 1), (4, 32)), ((2, 2), (8, 16)), ((2, 2), (4, 8)),
+                 ((4, 1), (2, 32)), ((2, 2), (16, 16)), ((1, 4), (8, 8))]
+
+
+@SETTINGS
+@given(src=st.sampled_from(LAYOUTS_16x32), dst=st.sampled_from(LAYOUTS_16x32),
+       M=st.integers(1, 40), N=st.integers(1, 70), seed=st.integers(0, 2**16))
+def test_convert_layout_between_any_layouts(src, dst, M, N, seed):
+    x = np.random.default_rng(seed).standard_normal((M, N)).astype(np.float32)
+    y = np.full((M, N), np.nan, np.float32)
+    fn = convert_scale.compile_ir(x, y, BM=16, BN=32, SGL=list(src[0]), SGD=list(src[1]),
+                                  SGL2=list(dst[0]), SGD2=list(dst[1]), num_subgroups=4).functions[0]
+    assert_all_stages_agree(fn, (cdiv(M, 16), cdiv(N, 32)), [x, y])
+    got = interpret(pipeline_stages(fn)[-1][1], (cdiv(M, 16), cdiv(N, 32)), [x, y])[-1]
+    np.testing.assert_allclose(got, 2.0 * x.astype(np.float64) + 1.0, rtol=1e-6)
+
+
+@SETTINGS
+@given(src=st.sampled_from(LAYOUTS_16x32), M=st.integers(1, 40), N=st.integers(1, 70),
+       seed=st.integers(0, 2**16))
+def test_transpose_across_subgroups(src, M, N, seed):
+    x = np.random.default_rng(seed).standard_normal((M, N)).astype(np.float32)
+    y = np.full((N, M), np.nan, np.float32)
+    fn = transpose_layout.compile_ir(x, y, BM=16, BN=32, SGL=list(src[0]), SGD=list(src[1]),
+                                     SGL2=list(src[0][::-1]), SGD2=list(src[1][::-1]),
+                                     num_subgroups=4).functions[0]
+    got = interpret(pipeline_stages(fn)[-1][1], (cdiv(M, 16), cdiv(N, 32)), [x, y])[-1]
+    np.testing.assert_array_equal(got, x.T)
+
+
+@SETTINGS
+@given(lay=st.sampled_from([((4, 1), (4, 32)), ((2, 2), (8, 16)), ((2, 2), (4, 8)), ((4, 1), (2, 32)),
+                            ((2, 2), (4, 16))]),
+       M=st.integers(1, 16), N=st.integers(1, 70), seed=st.integers(0, 2**16))
+def test_column_reduce_split_over_subgroups(lay, M, N, seed):
+    x = np.random.default_rng(seed).standard_normal((M, N)).astype(np.float32)
+    y = np.full((1, N), np.nan, np.float32)
+    fn = colsum_layout.compile_ir(x, y, BM=16, BN=32, SGL=list(lay[0]), SGD=list(lay[1]),
+                                  num_subgroups=4).functions[0]
+    assert_all_stages_agree(fn, (cdiv(N, 32),), [x, y])
+    got = interpret(pipeline_stages(fn)[-1][1], (cdiv(N, 32),), [x, y])[-1]
+    np.testing.assert_allclose(got, x.astype(np.float64).sum(0, keepdims=True), rtol=1e-5, atol=1e-5)
 
 
 def test_transpose_distributes_locally():

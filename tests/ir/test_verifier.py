@@ -171,6 +171,33 @@ def test_broadcast_input_layout_rule():
     fails(fn, b, "requires")
 
 
+def _reduce_with(src_layout, res_layout):
+    fn, b = new_fn(num_subgroups=4)
+    src = b.create("xetile.convert_layout", [vec(b, (8, 64))], [VectorType((8, 64), f32)],
+                   {"layout": src_layout}).result
+    b.create("xetile.tile_reduce", [src], [VectorType((8, 1), f32)],
+             {"kind": "add", "dims": [1], "layout": res_layout})
+    return fn, b
+
+
+def test_reduce_input_layout_rule_and_the_split_reduce_extension():
+    # RFC: the source keeps sg_layout, has the full extent in the reduced dim
+    fn, b = _reduce_with(wg_map([4, 1], [2, 64]), wg_map([4, 1], [2, 1]))
+    b.create("func.return")
+    verify_function(fn)
+    # xejit: the reduced dim may be split over the subgroups (combined through SLM) ...
+    fn, b = _reduce_with(wg_map([1, 4], [8, 16]), wg_map([1, 4], [8, 1]))
+    b.create("func.return")
+    verify_function(fn)
+    # ... but the other dim, the sg_layout and the order must still agree
+    fails(*_reduce_with(wg_map([1, 4], [4, 16]), wg_map([1, 4], [8, 1])), "requires")
+    fails(*_reduce_with(wg_map([2, 2], [4, 32]), wg_map([1, 4], [8, 1])), "requires")
+    fails(*_reduce_with(Layout((1, 4), (8, 16), order=(0, 1)), wg_map([1, 4], [8, 1])), "requires")
+    fn, b = _reduce_with(wg_map([1, 4], [8, 8]), wg_map([1, 4], [8, 1]))   # round-robin blocks: a split too
+    b.create("func.return")
+    verify_function(fn)
+
+
 def test_elementwise_rules():
     fn, b = new_fn()
     b.create("arith.addf", [vec(b, (8, 8)), vec(b, (8, 8), f16)], [VectorType((8, 8), f32)])

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+import xejit
+import xejit.language as xl
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from xejit.codegen import lower_xegpu
@@ -13,7 +16,7 @@ from xejit.codegen.passes.lane_distribution import lane_map
 from xejit.codegen.targets import get_target
 
 from .helpers import gemm_case, run_interp, sg_function
-from .kernels import epilogue, gemm, gemm_prefetch, row_sum, col_sum
+from .kernels import col_sum, epilogue, gemm, gemm_prefetch, row_sum
 
 K_OF = {"bf16": 16, "f16": 16, "f32": 8, "i8": 32}
 
@@ -117,14 +120,23 @@ def test_unaligned_array_falls_back_to_gather_and_says_why(monkeypatch):
         blocking.run(case["fn"], get_target("pvc"))
 
 
+@xejit.kernel
+def scaled_a_mma(a, b, c):
+    ta = xl.load_tile(xl.init_tile(a, [0, 0], [16, 16]))
+    tb = xl.load_tile(xl.init_tile(b, [0, 0], [16, 16]))
+    xl.store_tile(xl.init_tile(c, [0, 0], [16, 16]), xl.tile_mma(ta * 2.0, tb))
+
+
 def test_unsupported_ops_raise_with_the_source_line():
     x = np.zeros((16, 32), np.float32)
     y = np.zeros((16, 1), np.float32)
     fn = sg_function(row_sum, x, y, BM=16, BN=32)
     blocking.run(fn, get_target("pvc"))          # a row reduction (dim 1) is supported now
-    cfn = sg_function(col_sum, x, np.zeros((1, 32), np.float32), BM=16, BN=32)
-    with pytest.raises(CompilerError, match=r"kernels\.py:\d+.*tile_reduce.*not supported"):
-        blocking.run(cfn, get_target("pvc"))
+    blocking.run(sg_function(col_sum, x, np.zeros((1, 32), np.float32), BM=16, BN=32), get_target("pvc"))
+    a = np.zeros((16, 16), np.float32)
+    sfn = sg_function(scaled_a_mma, a, a, a)
+    with pytest.raises(CompilerError, match=r"test_passes\.py:\d+.*tile_mma.*A operand must come straight"):
+        blocking.run(sfn, get_target("pvc"))
     with pytest.raises(CompilerError, match="DPAS target"):
         blocking.run(fn, get_target("generic"))
 
@@ -228,3 +240,43 @@ def test_workgroup_pipeline_differential(target, nsg, dtype, m, n):
         np.testing.assert_array_equal(c, ref)
     else:
         np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+
+# Data moving between subgroups through SLM (wg_to_sg's exchange), blocked per register block:
+# the XeGPU function and the subgroup-level XeTile function, both interpreted with the
+# subgroups as threads meeting at the barriers, write the same output.
+_EXCHANGES = [
+    ("convert", dict(SGL=[1, 4], SGD=[16, 8], SGL2=[4, 1], SGD2=[4, 32]), (37, 50), (37, 50)),
+    ("convert", dict(SGL=[2, 2], SGD=[4, 8], SGL2=[2, 2], SGD2=[16, 16]), (37, 50), (37, 50)),
+    ("transpose", dict(SGL=[4, 1], SGD=[4, 32], SGL2=[1, 4], SGD2=[32, 4]), (37, 50), (50, 37)),
+    ("colsum", dict(SGL=[4, 1], SGD=[4, 32]), (14, 70), (1, 70)),
+    ("colsum", dict(SGL=[2, 2], SGD=[4, 16]), (14, 70), (1, 70)),
+    ("rowsum", dict(SGL=[1, 4], SGD=[8, 16]), (19, 64), (19, 1)),
+]
+
+
+@pytest.mark.parametrize("target", ["pvc", "dg2"])
+@pytest.mark.parametrize("name,meta,xshape,yshape", _EXCHANGES)
+def test_slm_exchange_blocked_matches_subgroup_ir(target, name, meta, xshape, yshape):
+    from tests.compiler import kernels as ck
+    from xejit.codegen.passes import cleanup, distribute_to_subgroups, propagate_layouts
+    from xejit.ir import Buffer, f32
+    from xejit.ir.gpu import run_grid_subgroups
+    kernel, tile = {"convert": (ck.convert_scale, (16, 32)), "transpose": (ck.transpose_layout, (16, 32)),
+                    "colsum": (ck.colsum_layout, (16, 32)), "rowsum": (ck.rowsum_layout, (8, 64))}[name]
+    x = np.random.default_rng(len(name) + xshape[0]).standard_normal(xshape).astype(np.float32)
+    y = np.full(yshape, np.nan, np.float32)
+    fn = kernel.compile_ir(x, y, BM=tile[0], BN=tile[1], num_subgroups=4, **meta).functions[0]
+    sg = cleanup(distribute_to_subgroups(propagate_layouts(fn)))
+    xg = lower_xegpu.to_xegpu(sg, target)
+    assert any(op.name == "gpu.slm_load" for op in xg.walk())
+    grid = {"colsum": (-(-xshape[1] // 32),), "rowsum": (-(-xshape[0] // 8),)}.get(
+        name, (-(-xshape[0] // 16), -(-xshape[1] // 32)))
+    outs = []
+    for f in (sg, xg):
+        out = y.copy()
+        run_grid_subgroups(f, grid, [Buffer(x, f32), Buffer(out, f32)], 4)
+        outs.append(out)
+    assert not np.isnan(outs[0]).any()
+    # blocks change the order of the additions of a sum: fp32 tolerance
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-5 * np.abs(outs[0]).max())

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 import xejit
-from xejit.codegen.passes.common import CompilerError
 from tests.compiler.helpers import check, f64, poisoned, rand
-from tests.compiler.kernels import colsum, matmul_splitk, softmax
+from tests.compiler.kernels import matmul_splitk, softmax
 
 
 @pytest.fixture
@@ -42,11 +41,3 @@ def test_gemm_split_k_atomics_emulated(emulate, ns):
     matmul_splitk[(xejit.cdiv(M, BM), xejit.cdiv(N, BN), KS)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK,
                                                               KSPLIT=KS, num_subgroups=ns)
     check(c, f64(a) @ f64(b), "f32", scale_by_max=True)
-
-
-@pytest.mark.parametrize("emulate", ["pvc"], indirect=True)
-def test_column_reduce_still_unsupported(emulate):
-    x = np.ones((20, 40), np.float32)
-    y = poisoned((1, 40), "f32")
-    with pytest.raises(CompilerError, match=r"tile_reduce.*kernels\.py:\d+|kernels\.py:\d+.*tile_reduce"):
-        colsum[(3,)](x, y, BM=32, BN=16)

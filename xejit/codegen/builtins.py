@@ -134,6 +134,19 @@ def block_write_u32(b: ir.IRBuilder, ptr: ir.Value, value: ir.Value) -> ir.Value
     return call(b, declare(b.module, BLOCK_WRITE_U32, VOID, [GLOBAL, I32]), [ptr, value])
 
 
+def slm_array(module: ir.Module, ty: ir.Type, n: int) -> ir.GlobalVariable:
+    """A workgroup (shared local memory) array of ``n`` elements of ``ty``; its pointer is opaque,
+    so GEPs name the element type."""
+    arr_t = ir.ArrayType(ty, n)
+    name = module.get_unique_name("slm")
+    g = ir.GlobalVariable(module, arr_t, name, addrspace=LOCAL_AS)
+    g.linkage = "internal"
+    g.initializer = ir.Constant(arr_t, ir.Undefined)  # Workgroup variables take no initializer
+    g.align = 16
+    g.type = LOCAL
+    return g
+
+
 def barrier(b: ir.IRBuilder, flags: int = CLK_LOCAL_MEM_FENCE) -> ir.Value:
     """Workgroup barrier with the given memory fence flags."""
     return call(b, declare(b.module, BARRIER, VOID, [I32]), [I32(flags)])

@@ -147,7 +147,6 @@ class GenericLowering:
         self.report = LoweringReport()
         self.env: dict[int, Any] = {}
         self.written: set[int] = set()
-        self._slm_count = 0
         self._mark_written()
         self.arg_kinds, self.arg_plan = kernel_abi(fn, self.written)
         params = [bi.GLOBAL if k in ("ptr", "ptr_in") else F32 if k == "f32" else I64 for k in self.arg_kinds]
@@ -1080,7 +1079,7 @@ class GenericLowering:
             regs = list(X.regs[0])
             for r in range(1, R):
                 regs = [self._combine(kind, et, x, y) for x, y in zip(regs, X.regs[r])]
-            return self._cross_sg_reduce(op, Vec((1, C), et, [regs]))
+            return Vec((1, C), et, [regs])
         ident = self._identity(kind, et)
         out = []
         for r in range(R):
@@ -1098,65 +1097,7 @@ class GenericLowering:
                 step *= 2
             out.append([acc])
         self.count("butterfly reduction rows", R)
-        return self._cross_sg_reduce(op, Vec((R, 1), et, out))
-
-    def _cross_sg_reduce(self, op, V: "Vec") -> "Vec":
-        """Combine the partial results of the subgroups along the reduced dim (attribute
-        ``cross_sg``: the source layout) through SLM: barrier, store the partial at slot
-        ``sg``, barrier, load the partials of the subgroups sharing this one's other coordinate
-        in coordinate order and combine them (same order in every subgroup: identical results)."""
-        lay = op.attributes.get("cross_sg")
-        if lay is None:
-            return V
-        kind, dim = op.attributes["kind"], op.attributes["dims"][0]
-        et = V.dtype
-        R, C = V.shape
-        b = self.b
-        ty = reg_type(et)
-        if ty == I1:
-            raise self.err(op, "cross-subgroup tile_reduce of i1 vectors is not supported")
-        L = lay.sg_layout
-        fast = (lay.order or (1, 0))[0]
-        n = R * C
-        slm = self._slm(ty, self.nsg * n)
-        sg = b.zext(bi.sub_group_id(b), I64)
-        G = self.col_groups(C)
-        bi.barrier(b)  # earlier readers of this buffer (loops) are done
-        for r in range(R):
-            for g in range(G):
-                cv = self.col_valid(C, g)
-                idx = b.add(b.mul(sg, I64(n)), b.add(I64(r * C), self.col_index(C, g)))
-                ptr = b.gep(slm, [idx], source_etype=ty)
-                if cv is None:
-                    b.store(V.regs[r][g], ptr)
-                else:
-                    with b.if_then(cv):
-                        b.store(V.regs[r][g], ptr)
-        bi.barrier(b)
-        # subgroup coordinates (wg_to_sg: linear id over sg_layout, `order[0]` fastest)
-        c_fast = b.urem(sg, I64(L[fast]))
-        c_slow = b.udiv(sg, I64(L[fast]))
-        if dim == fast:  # partner k: c_slow * L[fast] + k
-            first, stride = b.mul(c_slow, I64(L[fast])), 1
-        else:            # partner k: k * L[fast] + c_fast
-            first, stride = c_fast, L[fast]
-        regs = []
-        for r in range(R):
-            row = []
-            for g in range(G):
-                col = self.col_index(C, g)
-                if C >= self.S and C % self.S:
-                    col = b.select(self.col_valid(C, g), col, I64(0))
-                acc = None
-                for k in range(L[dim]):
-                    slot = b.add(first, I64(k * stride))
-                    idx = b.add(b.mul(slot, I64(n)), b.add(I64(r * C), col))
-                    v = b.load(b.gep(slm, [idx], source_etype=ty), typ=ty)
-                    acc = v if acc is None else self._combine(kind, et, acc, v)
-                row.append(acc)
-            regs.append(row)
-        self.count("cross-subgroup reduction through SLM (store, barrier, load)")
-        return Vec((R, C), et, regs)
+        return Vec((R, 1), et, out)
 
     def op_xetile_tile_broadcast(self, op):
         X: Vec = self.env[id(op.operands[0])]
@@ -1172,55 +1113,66 @@ class GenericLowering:
                 regs.append(list(X.regs[sr]))
         return Vec((R, C), X.dtype, regs)
 
-    def op_xetile_convert_layout(self, op):
-        return self.env[id(op.operands[0])]
+    # --- data exchange between subgroups (shared local memory) ---------------------------------
+    def op_gpu_slm_alloc(self, op):
+        t = op.result.type
+        ty = reg_type(t.dtype)
+        h, w = t.shape
+        self.report.slm_bytes += h * w * (ty.width // 8 if isinstance(ty, ir.IntType) else 4)
+        return (bi.slm_array(self.module, ty, h * w), w, ty)
 
-    def _slm(self, ty: ir.Type, n: int) -> ir.GlobalVariable:
-        arr_t = ir.ArrayType(ty, n)
-        g = ir.GlobalVariable(self.module, arr_t, f"slm{self._slm_count}", addrspace=bi.LOCAL_AS)
-        g.linkage = "internal"
-        g.initializer = ir.Constant(arr_t, ir.Undefined)  # Workgroup variables take no initializer
-        g.align = 16
-        g.type = bi.LOCAL  # an opaque pointer, so GEPs name the element type
-        self._slm_count += 1
-        self.report.slm_bytes += n * (ty.width // 8 if isinstance(ty, ir.IntType) else 4)
-        return g
+    def op_gpu_barrier(self, op):
+        bi.barrier(self.b)
+        self.count("workgroup barrier")
 
-    def op_xetile_tile_transpose(self, op):
+    def _slm_index(self, buf, r0, c0, r: int, col: ir.Value, transpose: bool) -> ir.Value:
+        """Buffer index of element (r, col) of a window at (r0, c0); transposed windows read
+        element (r, col) from buffer (r0 + col, c0 + r)."""
+        b = self.b
+        _, W, _ = buf
+        if transpose:
+            return b.add(b.mul(b.add(r0, col), I64(W)), b.add(c0, I64(r)))
+        return b.add(b.mul(b.add(r0, I64(r)), I64(W)), b.add(c0, col))
+
+    def op_gpu_slm_store(self, op):
         X: Vec = self.env[id(op.operands[0])]
+        buf = self.env[id(op.operands[1])]
+        r0, c0 = (self.env[id(v)] for v in op.operands[2:])
+        arr, _, ty = buf
         R, C = X.shape
         b = self.b
-        ty = reg_type(X.dtype)
-        if ty == I1:
-            raise self.err(op, "tile_transpose of i1 vectors is not supported")
-        slm = self._slm(ty, self.nsg * R * C)
-        sg = b.zext(bi.sub_group_id(b), I64)
-        base = b.mul(sg, I64(R * C))
-        bi.barrier(b)
         for r in range(R):
             for g in range(self.col_groups(C)):
+                ptr = b.gep(arr, [self._slm_index(buf, r0, c0, r, self.col_index(C, g), False)],
+                            source_etype=ty)
                 cv = self.col_valid(C, g)
-                idx = b.add(base, b.add(I64(r * C), self.col_index(C, g)))
-                ptr = b.gep(slm, [idx], source_etype=ty)
                 if cv is None:
                     b.store(X.regs[r][g], ptr)
                 else:
                     with b.if_then(cv):
                         b.store(X.regs[r][g], ptr)
-        bi.barrier(b)
-        # result [C, R]: lane owns result columns = source rows
+        self.count("SLM store (per lane)")
+
+    def op_gpu_slm_load(self, op):
+        buf = self.env[id(op.operands[0])]
+        r0, c0 = (self.env[id(v)] for v in op.operands[1:])
+        arr, _, ty = buf
+        t = op.result.type
+        R, C = t.shape
+        tr = bool(op.attributes.get("transpose"))
+        b = self.b
         regs = []
-        for c in range(C):
+        for r in range(R):
             row = []
-            for g in range(self.col_groups(R)):
-                rr = self.col_index(R, g)
-                if R >= self.S and R % self.S:
-                    rr = b.select(self.col_valid(R, g), rr, I64(0))
-                idx = b.add(base, b.add(b.mul(rr, I64(C)), I64(c)))
-                row.append(b.load(b.gep(slm, [idx], source_etype=ty), typ=ty))
+            for g in range(self.col_groups(C)):
+                col = self.col_index(C, g)
+                if C >= self.S and C % self.S:     # lanes past the last column read column 0
+                    col = b.select(self.col_valid(C, g), col, I64(0))
+                idx = self._slm_index(buf, r0, c0, r, col, tr)
+                row.append(b.load(b.gep(arr, [idx], source_etype=ty), typ=ty))
             regs.append(row)
-        self.count("SLM transpose (store, barrier, load)")
-        return Vec((C, R), X.dtype, regs)
+        self.count("SLM load (per lane)" + (", transposed" if tr else ""))
+        return Vec((R, C), t.dtype, regs)
 
     # --- control flow ------------------------------------------------------------------------------
     def op_scf_for(self, op):

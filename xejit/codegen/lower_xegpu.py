@@ -36,11 +36,14 @@ Instructions come from ``emulation.declare_*`` (real builtins, or their emulatio
   reported as a fallback.
 
 ``tile_reduce`` along dim 1 of a block: in-register over the lane's elements, a shuffle-xor
-butterfly across lanes, row r moved to lane r (the [h, 1] layout). ``atomic_rmw``: per-lane
-atomics on the lane's elements (``atomicrmw`` for 32/64-bit ints, a CAS loop on the bits for
-f32; helpers shared with ``lower_generic``). Unsupported ops (tile_reduce along dim 0 or across
-subgroups, transpose, convert_layout, fences and named barriers in the lowering) raise
-:class:`CompilerError` naming the op and its source line.
+butterfly across lanes, row r moved to lane r (the [h, 1] layout); along dim 0: in-lane over
+the rows a lane holds, then a butterfly over the lane groups of narrow blocks. ``atomic_rmw``:
+per-lane atomics on the lane's elements (``atomicrmw`` for 32/64-bit ints, a CAS loop on the bits
+for f32; helpers shared with ``lower_generic``). ``gpu.slm_store`` / ``gpu.slm_load``: per-lane
+stores and loads of the lane's elements (its ``sg_map`` coordinates) into a workgroup array, with
+``gpu.barrier`` between them (wg_to_sg's exchange for convert_layout, tile_transpose and
+reductions split over subgroups). Unsupported ops (fences and named barriers in user code, ...)
+raise :class:`CompilerError` naming the op and its source line.
 """
 from __future__ import annotations
 
@@ -1001,9 +1004,12 @@ class XeGPULowering:
         over the lane's elements of a row, then a shuffle-xor butterfly across the lanes of the
         row, then row r moved to lane r."""
         src_t: VectorType = op.operands[0].type
-        if list(op.attributes.get("dims", [])) != [1] or len(src_t.shape) != 2:
-            raise self.err(op, "tile_reduce is supported along dim 1 of a register block only on "
+        dims = list(op.attributes.get("dims", []))
+        if dims not in ([0], [1]) or len(src_t.shape) != 2:
+            raise self.err(op, f"tile_reduce over dims {dims} of {src_t} is not supported on "
                                f"{self.target.name}")
+        if dims == [0]:
+            return self._reduce_columns(op)
         kind = op.attributes["kind"]
         et = src_t.dtype
         h, w = src_t.shape
@@ -1047,6 +1053,142 @@ class XeGPULowering:
             raise self.err(op, f"internal: a reduced column of {h} rows over {sg} lanes")
         self.env[id(op.result)] = out
         self.instructions["subgroup reduction (shuffle butterfly)"] += 1
+
+    def _reduce_columns(self, op: Operation) -> None:
+        """A register block [h, w] reduced along dim 0 to [1, w]: each lane combines the rows it
+        holds (rows past h, in lanes of a narrow block, count as the identity); for w < S the
+        rows are spread over S/w lane groups, combined with a shuffle-xor butterfly."""
+        src_t: VectorType = op.operands[0].type
+        kind, et = op.attributes["kind"], src_t.dtype
+        h, w = src_t.shape
+        sg, b = self.sg, self.b
+        xs = self._elems(self.value(op.operands[0]))
+        if et.is_float:
+            xs = [self.to_f32(x, et) for x in xs]
+        if w > sg:
+            ept = w // sg
+            cols = []
+            for k in range(ept):
+                acc = xs[k]
+                for r in range(1, h):
+                    acc = self._combine(kind, et, acc, xs[r * ept + k])
+                cols.append(acc)
+        else:
+            rpg = sg // w
+            ident = self._identity(kind, et)
+            acc = None
+            for e, x in enumerate(xs):
+                if (e + 1) * rpg > h:     # some lanes hold a row past the block
+                    row, _ = self.coords((h, w), e)
+                    x = b.select(b.icmp_unsigned("<", row, I64(h)), x, ident)
+                acc = x if acc is None else self._combine(kind, et, acc, x)
+            step = w
+            while step < sg:
+                acc = self._combine(kind, et, acc, self._bcast_lane(acc, b.xor(self.lane, I32(step))))
+                step *= 2
+            cols = [acc]
+        if et.is_float:
+            cols = [self.from_f32(c, et) for c in cols]
+        n = per_lane_count(op.result.type.shape, sg)
+        if n != len(cols):
+            raise self.err(op, f"internal: a reduced row of {w} columns over {sg} lanes")
+        out = cols[0]
+        if n > 1:
+            out = ir.Constant(ir.VectorType(cols[0].type, n), ir.Undefined)
+            for k, c in enumerate(cols):
+                out = b.insert_element(out, c, I32(k))
+        self.env[id(op.result)] = out
+        self.instructions["column reduction (in-lane" + (", shuffles)" if w < sg else ")")] += 1
+
+    # -- shared local memory ---------------------------------------------------------------------
+
+    def op_gpu_slm_alloc(self, op: Operation) -> None:
+        t = op.result.type
+        ty = reg_type(t.dtype)
+        h, w = t.shape
+        self.env[id(op.result)] = (bi.slm_array(self.module, ty, h * w), w, ty)
+        self.instructions[f"SLM buffer {h}x{w}x{t.dtype}"] += 1
+
+    def op_gpu_barrier(self, op: Operation) -> None:
+        bi.barrier(self.b)
+        self.instructions["workgroup barrier"] += 1
+
+    def _slm_elems(self, op: Operation, t: VectorType, buf, r0, c0, tr: bool):
+        """(pointer, in-block flag or None) of each of this lane's elements of block ``t`` in an
+        SLM window at (r0, c0) (transposed windows: element (r, c) at buffer (r0 + c, c0 + r))."""
+        if len(t.shape) != 2:
+            raise self.err(op, f"a {t} block cannot be moved through SLM on {self.target.name}")
+        arr, W, ty = buf
+        h, w = t.shape
+        b = self.b
+        out = []
+        for e in range(per_lane_count(t.shape, self.sg)):
+            r, c = self.coords((h, w), e)
+            ok = None
+            if w <= self.sg and (e + 1) * (self.sg // w) > h:
+                ok = b.icmp_unsigned("<", r, I64(h))
+                r = b.select(ok, r, I64(0))
+            row, col = (b.add(r0, c), b.add(c0, r)) if tr else (b.add(r0, r), b.add(c0, c))
+            out.append((b.gep(arr, [b.add(b.mul(row, I64(W)), col)], source_etype=ty), ok))
+        return out
+
+    def _slm_packed_words(self, op: Operation, t: VectorType, buf, r0, c0, tr: bool) -> list:
+        """A VNNI-packed DPAS B block [K/v, N, v] read from SLM: lane l holds column l, word e
+        packs rows e*v .. e*v+v-1 (lower row in lower bits), as a VNNI 2D block load gives it."""
+        kv, w, v = t.shape
+        if w != self.sg:
+            raise self.err(op, f"a packed {t} block needs {self.sg} columns on {self.target.name}")
+        arr, W, ty = buf
+        b = self.b
+        bits = t.dtype.bitwidth
+        col = b.zext(self.lane, I64)
+        words = []
+        for e in range(kv):
+            word = None
+            for j in range(v):
+                r = I64(e * v + j)
+                row, cc = (b.add(r0, col), b.add(c0, r)) if tr else (b.add(r0, r), b.add(c0, col))
+                x = b.load(b.gep(arr, [b.add(b.mul(row, I64(W)), cc)], source_etype=ty), typ=ty)
+                if not isinstance(ty, ir.IntType):     # f16 as its bits
+                    x = b.bitcast(x, ir.IntType(bits))
+                x = b.zext(x, I32)
+                if j:
+                    x = b.shl(x, I32(j * bits))
+                word = x if word is None else b.or_(word, x)
+            words.append(word)
+        return words
+
+    def op_gpu_slm_store(self, op: Operation) -> None:
+        t: VectorType = op.operands[0].type
+        buf = self.env[id(op.operands[1])]
+        r0, c0 = (self.env[id(v)] for v in op.operands[2:])
+        xs = self._elems(self.value(op.operands[0]))
+        for x, (ptr, ok) in zip(xs, self._slm_elems(op, t, buf, r0, c0, False)):
+            if ok is None:
+                self.b.store(x, ptr)
+            else:
+                with self.b.if_then(ok):
+                    self.b.store(x, ptr)
+        self.instructions["SLM store (per lane)"] += 1
+
+    def op_gpu_slm_load(self, op: Operation) -> None:
+        t: VectorType = op.result.type
+        buf = self.env[id(op.operands[0])]
+        r0, c0 = (self.env[id(v)] for v in op.operands[1:])
+        tr = bool(op.attributes.get("transpose"))
+        ty = buf[2]
+        if len(t.shape) == 3:
+            vals = self._slm_packed_words(op, t, buf, r0, c0, tr)
+            ty = I32
+        else:
+            vals = [self.b.load(ptr, typ=ty) for ptr, _ in self._slm_elems(op, t, buf, r0, c0, tr)]
+        out = vals[0]
+        if len(vals) > 1:
+            out = ir.Constant(ir.VectorType(ty, len(vals)), ir.Undefined)
+            for k, v in enumerate(vals):
+                out = self.b.insert_element(out, v, I32(k))
+        self.env[id(op.result)] = out
+        self.instructions["SLM load (per lane)" + (", transposed" if tr else "")] += 1
 
     def op_xegpu_atomic_rmw(self, op: Operation) -> None:
         """Per-lane atomics on the elements this lane owns of a block-scattered descriptor:

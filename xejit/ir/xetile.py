@@ -525,8 +525,23 @@ def _verify_reduce(op: Operation) -> None:
     lay = op.attributes.get("layout")
     check_layout_fits(op, lay, shape, "tile_reduce result")
     if lay is not None and lay.sg_layout is not None and lay.sg_data is not None:
+        if _split_reduce_source(op, lay, src.shape, dims[0]):
+            return
         sg = tuple(src.shape[d] if d in dims else lay.sg_data[d] for d in range(2))
         _check_consistent(op, op.operands[0], Layout(lay.sg_layout, sg), "tile_reduce source")
+
+
+def _split_reduce_source(op: Operation, lay: Layout, shape, d: int) -> bool:
+    """xejit's extension of the RFC rule: the source may also split the reduced dim over its
+    subgroups (same sg_layout and order, sg_data in the other dim as the result's; the compiler
+    combines the partials through SLM). True when the source's layout is such a split."""
+    have = layout_of(op.operands[0])
+    if have is None or have.sg_layout is None or have.sg_data is None:
+        return False
+    o = 1 - d
+    return (have.sg_layout == lay.sg_layout and (have.order or (1, 0)) == (lay.order or (1, 0))
+            and have.sg_data[o] == lay.sg_data[o] and lay.sg_data[d] == 1 and have.sg_layout[d] > 1
+            and have.sg_layout[d] * have.sg_data[d] <= shape[d])
 
 
 register_op(OpDef("xetile.tile_reduce", 1, 1, verify=_verify_reduce, attrs=("kind", "dims", "layout"),

@@ -308,11 +308,6 @@ REDUCE = {"add": np.sum, "mul": np.prod, "max": np.max, "min": np.min,
 
 @impl("xetile.tile_reduce")
 def _reduce(it, op, args):
-    if "cross_sg" in op.attributes:
-        # A subgroup-level reduce whose partials other subgroups combine (through SLM on the
-        # device): one subgroup alone cannot compute it, and a partial result would be wrong.
-        raise InterpreterError(f"{op.loc}: a tile_reduce split across subgroups cannot be interpreted "
-                               "one subgroup at a time; interpret the workgroup-level IR instead")
     dim = op.attributes["dims"][0]
     x = args[0]
     ct = _compute_dtype(op.results[0].type.dtype)

@@ -21,10 +21,11 @@ Supported xetile-sg ops: init_tile (2D arrays, and 1D as [1, n]; scatter tiles o
 offsets), load_tile, store_tile, prefetch_tile, update_tile_offset, tile_mma, load_gather /
 store_scatter (masked, per-element), tile_broadcast of a row or a column, vector.step,
 element-wise arith/math, casts, compares/select, constants and splats, scf.for, and scalar index
-code, tile_reduce along dim 1 (within a subgroup) and atomic_rmw_tile (per-element, block-scattered
-descriptors). Anything else (tile_reduce along dim 0 or across subgroups, tile_transpose,
-convert_layout, ...) raises
-:class:`CompilerError` naming the op and its source line.
+code, tile_reduce along dim 0 or 1 (within a subgroup), atomic_rmw_tile (per-element,
+block-scattered descriptors), and the SLM exchange of wg_to_sg (``gpu.slm_store`` /
+``gpu.slm_load`` per register block, barriers) that carries convert_layout, tile_transpose and
+reductions split over subgroups. Anything else raises :class:`CompilerError` naming the op and
+its source line.
 
 Example: see ``tests/xegpu/test_blocking.py``.
 """
@@ -618,8 +619,9 @@ class _Blocker:
         a_v, b_v = op.operands[0], op.operands[1]
         for v, nm in ((a_v, "A"), (b_v, "B")):
             prod = getattr(v, "op", None)
-            if prod is None or prod.name != "xetile.load_tile":
-                raise self.err(op, f"the {nm} operand must come straight from load_tile on DPAS targets "
+            if prod is None or prod.name not in ("xetile.load_tile", "gpu.slm_load"):
+                raise self.err(op, f"the {nm} operand must come straight from load_tile (or from "
+                                   f"tile_transpose / convert_layout, read from SLM) on DPAS targets "
                                    f"(it is blocked and packed for the DPAS by its load)")
         a, b = self.vblocks(op, a_v), self.vblocks(op, b_v)
         dt = a_v.type.dtype
@@ -657,18 +659,16 @@ class _Blocker:
         self.env[id(op.result)] = VBlocks((M, N), bh, bw, grid)
 
     def op_xetile_tile_reduce(self, op: Operation) -> None:
-        """Reduce along dim 1 within the subgroup: one ``xetile.tile_reduce`` per register block
-        ([bh, bw] -> [bh, 1], lanes + in-register, lowered with subgroup shuffles), the partial
-        columns of a block row combined element-wise."""
+        """Within the subgroup, one ``xetile.tile_reduce`` per register block (lowered with
+        in-lane combines and subgroup shuffles), the partials combined element-wise: along dim 1
+        a block [bh, bw] -> [bh, 1] and the blocks of a row combined; along dim 0 [bh, bw] ->
+        [1, bw] and the blocks of a column combined. (Reductions split over subgroups arrive here
+        as per-subgroup reduces plus an SLM exchange, see wg_to_sg.)"""
         src = self.vblocks(op, op.operands[0])
         kind = op.attributes["kind"]
         dims = list(op.attributes.get("dims", []))
-        if op.attributes.get("cross_sg") is not None:
-            raise self.err(op, "tile_reduce across subgroups (the reduced dim is split over "
-                               "subgroups) is not supported on DPAS targets yet")
-        if dims != [1]:
-            raise self.err(op, f"tile_reduce over dims {dims} is not supported on DPAS targets yet "
-                               "(only dim 1, the columns of a subgroup tile)")
+        if dims not in ([0], [1]):
+            raise self.err(op, f"tile_reduce over dims {dims} is not supported on DPAS targets")
         if src.packed:
             raise self.err(op, "tile_reduce of a DPAS B operand is not supported")
         from ..lower_generic import _REDUCE_OP
@@ -678,18 +678,82 @@ class _Blocker:
             raise self.err(op, f"tile_reduce <{kind}> on {et} is not supported")
         if not et.is_float and not et.is_signed and kind in ("max", "min"):
             comb = "arith.maxui" if kind == "max" else "arith.minui"
-        R = src.shape[0]
-        bt = VectorType((src.bh, 1), et)
-        grid = []
-        for row in src.grid:
+        R, C = src.shape
+        grid = src.grid if dims == [1] else [list(col) for col in zip(*src.grid)]
+        bt = VectorType((src.bh, 1) if dims == [1] else (1, src.bw), et)
+        out = []
+        for line in grid:
             acc = None
-            for blk in row:
-                part = self.create("xetile.tile_reduce", [blk], [bt], {"kind": kind, "dims": [1]},
+            for blk in line:
+                part = self.create("xetile.tile_reduce", [blk], [bt], {"kind": kind, "dims": dims},
                                    loc=op.loc).result
                 acc = part if acc is None else self.create(comb, [acc, part], [bt], loc=op.loc).result
-            grid.append([acc])
-        self.report.add(op, "subgroup reduction (shuffles)")
-        self.env[id(op.result)] = VBlocks((R, 1), src.bh, 1, grid)
+            out.append(acc)
+        self.report.add(op, "subgroup reduction (shuffles)" if dims == [1] else
+                        "subgroup reduction (in-lane)")
+        if dims == [1]:
+            self.env[id(op.result)] = VBlocks((R, 1), src.bh, 1, [[x] for x in out])
+        else:
+            self.env[id(op.result)] = VBlocks((1, C), 1, src.bw, [out])
+
+    # -- shared local memory (data moving between subgroups, see wg_to_sg) ------------------------
+
+    def op_gpu_slm_alloc(self, op: Operation) -> None:
+        new = self.create(op.name, [], [op.result.type], dict(op.attributes), loc=op.loc)
+        self.env[id(op.result)] = new.result
+
+    def op_gpu_barrier(self, op: Operation) -> None:
+        self.create(op.name, [], [], loc=op.loc)
+
+    def op_gpu_slm_store(self, op: Operation) -> None:
+        """One store per register block, at the window offset plus the block's."""
+        val = self.vblocks(op, op.operands[0])
+        if val.packed:
+            raise self.err(op, "a DPAS B operand (VNNI-packed) cannot be moved through SLM")
+        buf, r0, c0 = (self.env[id(v)] for v in op.operands[1:])
+        for i, row in enumerate(val.grid):
+            for j, blk in enumerate(row):
+                self.create(op.name, [blk, buf, self.add_index(r0, i * val.bh),
+                                      self.add_index(c0, j * val.bw)], [], loc=op.loc)
+        self.report.add(op, "SLM store (per lane)")
+
+    def op_gpu_slm_load(self, op: Operation) -> None:
+        """The result in register blocks [min(8, R), min(N, C)]; block (i, j) of a transposed
+        window at (r0, c0) is buffer[r0 + j*bw : +bw, c0 + i*bh : +bh].T."""
+        t: VectorType = op.result.type
+        R, C = t.shape
+        buf, r0, c0 = (self.env[id(v)] for v in op.operands)
+        roles = {"AB"[i] if user.name == "xetile.tile_mma" and i < 2 else "C" for user, i in op.result.uses}
+        if len(roles) > 1:
+            raise self.err(op, f"a vector read from SLM has different uses ({sorted(roles)}): as a "
+                               "tile_mma A/B operand it is read in DPAS blocks; convert it separately")
+        role = next(iter(roles), "C")
+        packed = False
+        if role == "A":
+            bh, bw = min(8, R), self.k_of(op, t.dtype)
+        elif role == "B":
+            bh, bw = self.k_of(op, t.dtype), self.n
+            packed = t.dtype.bitwidth < 32
+        else:
+            bh, bw = self.c_block(op, t.shape)
+        if R % bh or C % bw or bh & (bh - 1):
+            raise self.err(op, f"a {R}x{C} {t.dtype} vector does not split into {bh}x{bw} blocks for "
+                               f"the {role} operand of a DPAS on {self.target.name}")
+        v = vnni_factor(t.dtype) if packed else 1
+        bt = VectorType((bh // v, bw, v), t.dtype) if packed else VectorType((bh, bw), t.dtype)
+        attrs = dict(op.attributes, packed=True) if packed else dict(op.attributes)
+        tr = bool(op.attributes.get("transpose"))
+        grid = []
+        for i in range(R // bh):
+            row = []
+            for j in range(C // bw):
+                r, c = (j * bw, i * bh) if tr else (i * bh, j * bw)
+                row.append(self.create(op.name, [buf, self.add_index(r0, r), self.add_index(c0, c)],
+                                       [bt], attrs, loc=op.loc).result)
+            grid.append(row)
+        self.report.add(op, "SLM load (per lane)" + (", transposed" if tr else "") +
+                        (f", as DPAS {role} blocks" if role != "C" else "") + (", VNNI" if packed else ""))
+        self.env[id(op.result)] = VBlocks(tuple(t.shape), bh, bw, grid, packed=packed)
 
     def op_xetile_atomic_rmw_tile(self, op: Operation) -> None:
         val = self.vblocks(op, op.operands[0])

@@ -15,6 +15,9 @@ _MOVABLE = {"xejit.program_id", "xejit.num_programs", "xejit.dim", "xejit.stride
 
 
 def _movable(op: Operation) -> bool:
+    d = OP_DEFS.get(op.name)
+    if d is not None and not d.pure:   # gpu.barrier, SLM allocation/loads/stores
+        return False
     return not op.regions and (op.name in _MOVABLE or op.name.startswith(_MOVABLE_PREFIX))
 
 

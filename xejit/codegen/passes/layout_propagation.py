@@ -78,18 +78,8 @@ def value_layout(v: Value) -> Layout | None:
     if isinstance(v, OpResult):
         if v.op.name == "scf.for":
             return value_layout(v.op.operands[3 + v.index])
-        lay = v.op.attributes.get("layout")
-        return lay if lay is not None else v.op.attributes.get("cross_sg_layout")
+        return v.op.attributes.get("layout")
     return None
-
-
-def is_cross_subgroup_reduce(op: Operation, src_layout: Layout | None) -> bool:
-    """A tile_reduce whose source layout splits the reduced dim across subgroups (no sharing)."""
-    if src_layout is None or src_layout.sg_layout is None:
-        return False
-    lay = normalize(src_layout, op.operands[0].type.shape)
-    d = op.attributes["dims"][0]
-    return lay.sg_layout[d] > 1 and lay.sg_layout[d] * lay.sg_data[d] <= op.operands[0].type.shape[d]
 
 
 class _Solver:
@@ -266,12 +256,6 @@ def propagate_layouts(fn: Function) -> Function:
             v.type = TileType(t.shape, t.dtype, t.order, lay, t.scatter)
         elif isinstance(v, OpResult) and v.op.name != "scf.for":
             v.op.attributes["layout"] = lay
-    # tile_reduce over a dim split across subgroups (a cross-subgroup reduction through SLM): the
-    # verifier's rule (source sg_data = full extent in the reduced dim) describes an in-subgroup
-    # reduction, so the result layout is recorded as `cross_sg_layout` (value_layout reads it)
-    for op in fn.walk():
-        if op.name == "xetile.tile_reduce" and is_cross_subgroup_reduce(op, s.get(op.operands[0])):
-            op.attributes["cross_sg_layout"] = op.attributes.pop("layout")
     # convert_layout: record its input layout for the distribution pass
     for op in fn.walk():
         if op.name == "xetile.convert_layout":

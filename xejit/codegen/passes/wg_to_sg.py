@@ -4,7 +4,10 @@ Input: ``xetile-wg`` after :func:`propagate_layouts`. Output: ``xetile-sg`` (fun
 ``level = "subgroup"``): every tile/vector has its subgroup shape ``sg_data``; a value of which a
 subgroup owns several round-robin sub-tiles becomes several values; per-subgroup offsets are
 index arithmetic on ``gpu.subgroup_id``. Subgroups sharing data (wrap-around) compute it
-redundantly. See docs/compiler.md for the exact rules.
+redundantly. Data that moves between subgroups (``convert_layout`` to another distribution,
+``tile_transpose``, a ``tile_reduce`` whose reduced dim is split over subgroups) goes through a
+shared-local-memory buffer between barriers (``gpu.slm_alloc/slm_store/slm_load/barrier``).
+See docs/compiler.md for the exact rules.
 """
 from __future__ import annotations
 
@@ -280,25 +283,21 @@ class _Distributor:
         src = op.operands[0]
         ds, dr = self.d(src), self.d(op.result)
         dim = op.attributes["dims"][0]
+        o = 1 - dim
         attrs = self._attrs(op)
         attrs.pop("cross_sg_layout", None)
-        if ds.layout.sg_layout[dim] > 1 and not ds.shared(dim):
-            # cross-subgroup: each subgroup reduces its part, then the partials of the subgroups
-            # along `dim` are combined through SLM by the lowering (attribute `cross_sg`: the
-            # source layout, whose sg_layout/order give the subgroup coordinates)
-            o = 1 - dim
-            if (_key(Layout(dr.layout.sg_layout, None, order=dr.layout.order)) !=
-                    _key(Layout(ds.layout.sg_layout, None, order=ds.layout.order))
-                    or dr.data[o] != ds.data[o] or dr.nb[o] != ds.nb[o]):
-                raise CompilerError(f"tile_reduce over dim {dim} split across subgroups by {ds.layout} "
-                                    f"with result layout {dr.layout}: the result must keep the source's "
-                                    f"sg_layout and sg_data in dim {o}; insert a convert_layout", op)
-            attrs["cross_sg"] = ds.layout
+        cross = ds.layout.sg_layout[dim] > 1 and not ds.shared(dim)
+        if cross and (_key(Layout(dr.layout.sg_layout, None, order=dr.layout.order)) !=
+                      _key(Layout(ds.layout.sg_layout, None, order=ds.layout.order))
+                      or dr.data[o] != ds.data[o] or dr.nb[o] != ds.nb[o]):
+            raise CompilerError(f"tile_reduce over dim {dim} split across subgroups by {ds.layout} "
+                                f"with result layout {dr.layout}: the result must keep the source's "
+                                f"sg_layout and sg_data in dim {o}; insert a convert_layout", op)
         et = op.result.type.dtype
         comb = _REDUCE_COMBINE.get((op.attributes["kind"], et.is_float))
         st = VectorType(ds.data, et)
         rt = VectorType(dr.data, et)
-        vals = []
+        partials = []
         for blk in dr.blocks():
             parts = []
             for k in range(ds.nb[dim]):
@@ -310,8 +309,67 @@ class _Distributor:
                 acc = b.create(comb, [acc, p], [st], loc=op.loc).result
             r = b.create(op.name, [acc], [rt], dict(attrs), loc=op.loc).result
             r.name_hint = op.result.name_hint
-            vals.append(r)
-        self.vmap[id(op.result)] = vals
+            partials.append(r)
+        if cross:
+            partials = self._combine_partials(op, ds, dr, partials, b)
+        self.vmap[id(op.result)] = partials
+
+    def _combine_partials(self, op: Operation, ds: _Dist, dr: _Dist, partials: list[Value],
+                          b: Builder) -> list[Value]:
+        """The reduced dim is split over L subgroups: each subgroup's partial goes to SLM at its
+        coordinate along that dim, then every subgroup reads the L partials of its blocks and
+        reduces them in coordinate order (the same order everywhere: identical results)."""
+        dim = op.attributes["dims"][0]
+        L = ds.layout.sg_layout[dim]
+        et = op.result.type.dtype
+        shape = list(op.result.type.shape)
+        shape[dim] = L
+        buf = self.slm_buffer(tuple(shape), et, op)
+        coord = self.coords(ds.layout, b)[dim]
+        self.barrier(b, op)
+        for blk, p in zip(dr.blocks(), partials):
+            offs = self.offsets(dr, b, blk)
+            offs[dim] = coord
+            b.create("gpu.slm_store", [p, buf, *offs], [], loc=op.loc)
+        self.barrier(b, op)
+        whole = list(dr.data)
+        whole[dim] = L
+        out = []
+        for blk in dr.blocks():
+            offs = self.offsets(dr, b, blk)
+            offs[dim] = self.const(0)
+            v = b.create("gpu.slm_load", [buf, *offs], [VectorType(tuple(whole), et)], loc=op.loc).result
+            r = b.create(op.name, [v], [VectorType(dr.data, et)],
+                         {"kind": op.attributes["kind"], "dims": [dim]}, loc=op.loc).result
+            r.name_hint = op.result.name_hint
+            out.append(r)
+        return out
+
+    # --- data exchange through shared local memory --------------------------------------------
+    def slm_buffer(self, shape, dtype, op: Operation) -> Value:
+        if dtype.bitwidth == 1:
+            raise CompilerError(f"{op.name} moves i1 values between subgroups; convert them to "
+                                f"an integer type first", op)
+        eb = Builder(self.fn.entry, 0)
+        eb.verify = False
+        from ...ir.gpu import SlmType
+        return eb.create("gpu.slm_alloc", [], [SlmType(tuple(shape), dtype)], loc=op.loc).result
+
+    def barrier(self, b: Builder, op: Operation) -> None:
+        b.create("gpu.barrier", [], [], loc=op.loc)
+
+    def offsets(self, dist: _Dist, b: Builder, blk) -> list[Value]:
+        return [o if o is not None else self.const(0) for o in self.block_offsets(dist, b, blk)]
+
+    def slm_put(self, v: Value, buf: Value, b: Builder, op: Operation) -> None:
+        """Every subgroup writes its blocks of the workgroup value ``v`` into ``buf`` (subgroups
+        sharing data write the same values), between barriers: the first keeps earlier readers
+        of ``buf`` (a previous loop iteration) from seeing the new data, the second publishes."""
+        dist = self.d(v)
+        self.barrier(b, op)
+        for blk, x in zip(dist.blocks(), self.m(v)):
+            b.create("gpu.slm_store", [x, buf, *self.offsets(dist, b, blk)], [], loc=op.loc)
+        self.barrier(b, op)
 
     def op_xetile_tile_broadcast(self, op: Operation, b: Builder) -> None:
         src = op.operands[0]
@@ -330,25 +388,37 @@ class _Distributor:
         self.vmap[id(op.result)] = vals
 
     def op_xetile_tile_transpose(self, op: Operation, b: Builder) -> None:
+        """Through SLM: the source blocks are written as they are, the result blocks read as
+        transposed windows (result block (r0, c0) of [h, w] is buffer[c0:c0+w, r0:r0+h].T), so
+        any pair of source and result layouts works, within or across subgroups."""
         src = op.operands[0]
-        ds, dr = self.d(src), self.d(op.result)
-        from .layout_propagation import _transposed
-        if _key(_transposed(dr.layout)) != _key(ds.layout) and self.n > 1:
-            raise CompilerError(f"tile_transpose from {ds.layout} to {dr.layout} moves data between "
-                                f"subgroups; not supported", op)
+        dr = self.d(op.result)
+        buf = self.slm_buffer(src.type.shape, src.type.dtype, op)
+        self.slm_put(src, buf, b, op)
         rt = VectorType(dr.data, op.result.type.dtype)
         vals = []
-        for i, j in dr.blocks():
-            vals.append(b.create(op.name, [self.m(src)[j * ds.nb[1] + i]], [rt], self._attrs(op), loc=op.loc).result)
+        for blk in dr.blocks():
+            r0, c0 = self.offsets(dr, b, blk)
+            v = b.create("gpu.slm_load", [buf, c0, r0], [rt], {"transpose": True}, loc=op.loc).result
+            v.name_hint = op.result.name_hint
+            vals.append(v)
         self.vmap[id(op.result)] = vals
 
     def op_xetile_convert_layout(self, op: Operation, b: Builder) -> None:
-        ds, dr = self.d(op.operands[0]), self.d(op.result)
+        src = op.operands[0]
+        ds, dr = self.d(src), self.d(op.result)
         if (ds.nb, ds.data) == (dr.nb, dr.data) and (_key(ds.layout) == _key(dr.layout) or self.n == 1):
-            self.vmap[id(op.result)] = self.m(op.operands[0])
+            self.vmap[id(op.result)] = self.m(src)
             return
-        raise CompilerError(f"convert_layout from {ds.layout} to {dr.layout} moves data between "
-                            f"subgroups (through SLM); not supported yet", op)
+        buf = self.slm_buffer(src.type.shape, src.type.dtype, op)
+        self.slm_put(src, buf, b, op)
+        rt = VectorType(dr.data, op.result.type.dtype)
+        vals = []
+        for blk in dr.blocks():
+            v = b.create("gpu.slm_load", [buf, *self.offsets(dr, b, blk)], [rt], loc=op.loc).result
+            v.name_hint = op.result.name_hint
+            vals.append(v)
+        self.vmap[id(op.result)] = vals
 
 
 def distribute_to_subgroups(fn: Function) -> Function:

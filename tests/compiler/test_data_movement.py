@@ -1,0 +1,118 @@
+"""Data moving between subgroups -- convert_layout to another distribution, tile_transpose,
+tile_reduce along a dim split over subgroups, and column reductions -- run through
+``kernel[grid]`` on the CPU device for the generic target and for the pvc and dg2 code paths
+(DPAS and 2D block IO emulated), against float64 numpy. All of them go through one mechanism
+(wg_to_sg's SLM exchange between barriers), lowered per target."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+import xejit
+from xejit.codegen.compiler import compile_kernel
+
+from .helpers import check, f64, poisoned, rand
+from .kernels import colsum, colsum_layout, convert_scale, rowsum_layout, transpose_layout
+
+TARGETS = ["generic", "pvc", "dg2"]
+
+
+@pytest.fixture
+def target(monkeypatch, request):
+    if request.param == "generic":
+        monkeypatch.delenv("XEJIT_EMULATE", raising=False)
+    else:
+        monkeypatch.setenv("XEJIT_EMULATE", request.param)
+    return request.param
+
+
+@pytest.fixture
+def rng(request):
+    return np.random.default_rng(zlib.crc32(request.node.name.encode()))
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+@pytest.mark.parametrize("src,dst", [
+    (((1, 4), (16, 8)), ((4, 1), (4, 32))),     # columns split -> rows split
+    (((2, 2), (4, 8)), ((2, 2), (16, 16))),     # round-robin blocks -> data shared by 2 subgroups
+])
+def test_convert_layout(target, rng, src, dst):
+    M, N = 37, 50
+    x = rand(rng, (M, N), "f32")
+    y = poisoned((M, N), "f32")
+    convert_scale[(cdiv(M, 16), cdiv(N, 32))](x, y, BM=16, BN=32, SGL=list(src[0]), SGD=list(src[1]),
+                                              SGL2=list(dst[0]), SGD2=list(dst[1]), num_subgroups=4)
+    check(y, 2.0 * f64(x) + 1.0, "f32")
+
+
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+@pytest.mark.parametrize("src", [((4, 1), (4, 32)), ((2, 2), (8, 16))])
+def test_transpose_across_subgroups(target, rng, src):
+    M, N = 37, 50
+    x = rand(rng, (M, N), "f32")
+    y = poisoned((N, M), "f32")
+    transpose_layout[(cdiv(M, 16), cdiv(N, 32))](x, y, BM=16, BN=32, SGL=list(src[0]), SGD=list(src[1]),
+                                                 SGL2=list(src[0][::-1]), SGD2=list(src[1][::-1]),
+                                                 num_subgroups=4)
+    np.testing.assert_array_equal(y, x.T)
+
+
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_column_sum_within_a_subgroup(target, rng):
+    M, N = 29, 40
+    x = rand(rng, (M, N), "f32")
+    y = poisoned((1, N), "f32")
+    colsum[(cdiv(N, 16),)](x, y, BM=32, BN=16)
+    err = np.abs(f64(y) - f64(x).sum(0, keepdims=True)) / np.abs(f64(x)).sum(0, keepdims=True)
+    assert np.isfinite(y).all() and err.max() <= 1e-5, err.max()
+
+
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+@pytest.mark.parametrize("lay", [((4, 1), (4, 32)), ((2, 2), (4, 16))])
+def test_column_sum_split_over_subgroups(target, rng, lay):
+    M, N = 14, 70
+    x = rand(rng, (M, N), "f32")
+    y = poisoned((1, N), "f32")
+    colsum_layout[(cdiv(N, 32),)](x, y, BM=16, BN=32, SGL=list(lay[0]), SGD=list(lay[1]), num_subgroups=4)
+    err = np.abs(f64(y) - f64(x).sum(0, keepdims=True)) / np.abs(f64(x)).sum(0, keepdims=True)
+    assert np.isfinite(y).all() and err.max() <= 1e-5, err.max()
+
+
+@pytest.mark.parametrize("target", ["pvc", "dg2"], indirect=True)
+def test_row_sum_split_over_subgroups_on_dpas_paths(target, rng):
+    M, N = 19, 64
+    x = rand(rng, (M, N), "f32")
+    y = poisoned((M, 1), "f32")
+    rowsum_layout[(cdiv(M, 8),)](x, y, BM=8, BN=64, SGL=[1, 4], SGD=[8, 16], num_subgroups=4)
+    err = np.abs(f64(y) - f64(x).sum(1, keepdims=True)) / np.abs(f64(x)).sum(1, keepdims=True)
+    assert np.isfinite(y).all() and err.max() <= 1e-5, err.max()
+
+
+@pytest.mark.parametrize("tgt", ["generic", "pvc", "dg2"])
+def test_exchange_is_reported(tgt):
+    x = np.zeros((16, 32), np.float32)
+    ir = convert_scale.compile_ir(x, x, BM=16, BN=32, SGL=[1, 4], SGD=[16, 8], SGL2=[4, 1], SGD2=[4, 32],
+                                  num_subgroups=4)
+    ck = compile_kernel(ir, tgt, emulate=tgt != "generic")
+    text = ck.report()
+    assert "SLM store" in text and "SLM load" in text and "barrier" in text, text
+
+
+@pytest.mark.parametrize("target,dtype", [("generic", np.float16), ("generic", np.float32),
+                                          ("pvc", np.float16), ("dg2", np.float16)],
+                         indirect=["target"])
+def test_rfc_appendix_gemm_with_transpose_broadcast_and_reduction(target, dtype):
+    """examples/gemm_transpose_reduce.py: B read transposed and redistributed through SLM as the
+    DPAS B operand (VNNI-packed from SLM on pvc/dg2), bias broadcast, convert_layout to whole
+    rows, row sums added with atomics. f16 products are exact in f32: tight tolerance."""
+    import pathlib
+    import runpy
+    path = pathlib.Path(__file__).parents[2] / "examples" / "gemm_transpose_reduce.py"
+    run = runpy.run_path(str(path))["run"]
+    assert run(M=70, N=64, K=48, dtype=dtype) < 1e-5
