@@ -58,6 +58,16 @@ def run_interp(fn, grid, args):
     Interpreter().run_grid(fn, grid, interp_args(fn, args))
 
 
+def lower_pipelined(sg_fn, target: str, emulate: bool, stages: int = 3) -> dict:
+    """``lower_xegpu.lower`` after the passes compile_kernel runs before it (layouts, cooperative
+    prefetch ``stages`` ahead, distribution, cleanups) on a one-subgroup kernel function."""
+    from xejit.codegen import lower_xegpu
+    from xejit.codegen.passes import cleanup, distribute_to_subgroups, pipelining, propagate_layouts
+    from xejit.codegen.targets import get_target
+    wg = pipelining.run(propagate_layouts(sg_fn), stages, get_target(target))
+    return lower_xegpu.lower(cleanup(distribute_to_subgroups(wg)), target, {"emulate": emulate})
+
+
 def run_device(res, grid, args, target_sg):
     """Launch a lowered kernel (``lower_xegpu.lower`` result) on the CPU device."""
     from xejit.runtime import build_program

@@ -9,7 +9,7 @@ import pytest
 from xejit.codegen import lower_xegpu
 from xejit.ir.core import bf16_bits_to_f32
 
-from .helpers import _torch_like, check_result, gemm_case, run_compiled, run_device, sg_function
+from .helpers import _torch_like, check_result, gemm_case, lower_pipelined, run_compiled, run_device, sg_function
 from .kernels import gemm, gemm_bias_relu
 
 TOL = {"bf16": 1e-2, "f16": 1e-2, "f32": 1e-3, "i8": 0}
@@ -23,7 +23,7 @@ def device():
 
 def _run(target, dtype, shape, tile, *, b_col=False, stages=3, expect_fallback=False):
     case = gemm_case(gemm, dtype, *shape, *tile, b_colmajor=b_col)
-    res = lower_xegpu.lower(case["fn"], target, {"emulate": True, "num_stages": stages})
+    res = lower_pipelined(case["fn"], target, emulate=True, stages=stages)
     if target != "dg2":
         assert bool(res["fallbacks"]) == expect_fallback, res["fallbacks"]
     run_device(res, case["grid"], case["args"], 8 if target == "dg2" else 16)

@@ -7,9 +7,10 @@ import re
 import pytest
 
 from xejit.codegen import lower_xegpu
+from xejit.codegen.compiler import compile_kernel
 from xejit.codegen.spirv import disassemble
 
-from .helpers import emit, gemm_case
+from .helpers import emit, gemm_case, lower_pipelined
 from .kernels import gemm
 
 CASES = [("bf16", False), ("f16", True), ("i8", False), ("f32", False), ("bf16", True)]
@@ -23,9 +24,8 @@ REAL_CASES = [(t, d, c) for t in ("pvc", "bmg", "lnl", "dg2") for d, c in CASES 
                          ids=[f"{t}-{d}{'-colB' if c else ''}" for t, d, c in REAL_CASES])
 def test_spirv_val_real_builtins(target, dtype, b_col):
     case = gemm_case(gemm, dtype, 64, 64, 64, 32, 64, 32, b_colmajor=b_col)
-    res = lower_xegpu.lower(case["fn"], target, {"emulate": False})
-    spv = emit(res["module"], res["extensions"])          # spirv-val'd
-    asm = disassemble(spv)
+    ck = compile_kernel(case["fn"], target)               # the whole path, spirv-val'd
+    asm = ck.asm["spvasm"]
     assert "OpSubgroupMatrixMultiplyAccumulateINTEL" in asm
     if target == "dg2":
         assert "Subgroup2DBlock" not in asm
@@ -57,7 +57,7 @@ def test_emulated_modules_validate_with_cpu_extensions_only(target):
 
 def test_pvc_gemm_k_loop_holds_only_block_loads_prefetches_and_dpas():
     case = gemm_case(gemm, "bf16", 256, 256, 256, 32, 64, 32)
-    res = lower_xegpu.lower(case["fn"], "pvc", {"emulate": False})
+    res = lower_pipelined(case["fn"], "pvc", emulate=False)
     x = res["xegpu_fn"]
     loop = next(op for op in x.walk() if op.name == "scf.for")
     kinds = {op.name for op in loop.regions[0].block.ops}

@@ -21,10 +21,10 @@ from .kernels import col_sum, epilogue, gemm, gemm_prefetch, row_sum
 K_OF = {"bf16": 16, "f16": 16, "f32": 8, "i8": 32}
 
 
-def _differential(case, target, stages=3):
+def _differential(case, target):
     """Interpret the xetile-sg function and the XeGPU function on the same inputs."""
     fn = case["fn"]
-    x = lower_xegpu.to_xegpu(fn, target, num_stages=stages)
+    x = lower_xegpu.to_xegpu(fn, target)
     outs = []
     for f in (fn, x):
         c = np.array(case["c"], copy=True, order="K")
@@ -42,14 +42,14 @@ def _differential(case, target, stages=3):
 @given(target=st.sampled_from(["pvc", "dg2"]), dtype=st.sampled_from(["bf16", "f16", "f32", "i8"]),
        bm=st.sampled_from([1, 2, 8, 16, 32]), bn_mult=st.sampled_from([1, 2, 4]),
        bk_mult=st.sampled_from([1, 2]), b_col=st.booleans(),
-       m=st.integers(1, 40), n=st.integers(1, 70), k=st.integers(1, 70), stages=st.integers(0, 3))
-def test_blocking_differential_random_gemms(target, dtype, bm, bn_mult, bk_mult, b_col, m, n, k, stages):
+       m=st.integers(1, 40), n=st.integers(1, 70), k=st.integers(1, 70))
+def test_blocking_differential_random_gemms(target, dtype, bm, bn_mult, bk_mult, b_col, m, n, k):
     # (dg2 has no tf32 DPAS: f32 there is the FMA multiply-accumulate)
     tgt = get_target(target)
     bn = tgt.dpas.n * bn_mult
     bk = K_OF[dtype] * bk_mult
     case = gemm_case(gemm, dtype, m, n, k, bm, bn, bk, b_colmajor=b_col, seed=m * 1000 + n + k)
-    x = _differential(case, target, stages)
+    x = _differential(case, target)
     names = [op.name for op in x.walk()]
     assert "xetile.tile_mma" not in names and "xegpu.dpas" in names
 
@@ -141,25 +141,51 @@ def test_unsupported_ops_raise_with_the_source_line():
         blocking.run(fn, get_target("generic"))
 
 
-def test_pipelining_prefetches_num_stages_ahead():
-    case = gemm_case(gemm, "bf16", 64, 64, 128, 32, 64, 32)
+def _wg_gemm(kernel, nsg=4, BM=64, BN=64, BK=32, M=64, N=64, K=128):
+    from xejit.codegen.passes import propagate_layouts
+    a, b = np.zeros((M, K), np.float16), np.zeros((K, N), np.float16)
+    fn = kernel.compile_ir(a, b, np.zeros((M, N), np.float32), M, N, K, BM=BM, BN=BN, BK=BK,
+                           num_subgroups=nsg).functions[0]
+    return propagate_layouts(fn)
+
+
+def test_cooperative_prefetch_num_stages_ahead():
+    from xejit.ir.core import Layout
     for stages in (1, 3):
-        x = pipelining.run(blocking.run(case["fn"], get_target("pvc")), stages, get_target("pvc"))
-        loop = next(op for op in x.walk() if op.name == "scf.for")
-        before = [op for op in x.entry.ops if op.name == "xegpu.prefetch_nd"]
-        inside = [op for op in loop.regions[0].block.ops if op.name == "xegpu.prefetch_nd"]
-        assert len(inside) == 3 and len(before) == 3 * stages       # A + 2 B descriptors
-        assert len(loop.operands) - 3 == 4 * 4 + 3 + 3             # acc blocks, descs, prefetch descs
-    _differential(case, "pvc", stages=2)
-    # no prefetch for a target without 2D block IO, none added when the user prefetches
-    x = pipelining.run(blocking.run(case["fn"], get_target("dg2")), 3, get_target("dg2"))
-    assert not any(op.name == "xegpu.prefetch_nd" for op in x.walk())
-    a, b, c = case["a"], case["b"], np.zeros((64, 64), np.float32)
-    fn = sg_function(gemm_prefetch, a.view(np.float16), b.view(np.float16), c, 64, 64, 128, BM=32, BN=64, BK=32)
-    x = lower_xegpu.to_xegpu(fn, "pvc", num_stages=3)
+        wg = pipelining.run(_wg_gemm(gemm), stages, get_target("pvc"))
+        loop = next(op for op in wg.walk() if op.name == "scf.for")
+        before = [op for op in wg.entry.ops if op.name == "xetile.prefetch_tile"]
+        inside = [op for op in loop.regions[0].block.ops if op.name == "xetile.prefetch_tile"]
+        assert len(before) == 2 * stages and len(inside) == 2          # A and B tiles
+        lays = {op.operands[0].type.shape: op.operands[0].type.layout for op in inside}
+        # the RFC's appendix 2.1 rule: 64-byte wide blocks over all 4 subgroups, each byte once
+        assert lays == {(64, 32): Layout((4, 1), (16, 32)), (32, 64): Layout((2, 2), (16, 32))}
+        for shape, lay in lays.items():
+            assert tuple(l * d for l, d in zip(lay.sg_layout, lay.sg_data)) == shape
+    # one prefetch per subgroup per tile and iteration after blocking (the loads' layouts share A
+    # and B over 2 subgroups each: without the cooperative layout every block was prefetched twice)
+    from xejit.codegen.passes import cleanup, distribute_to_subgroups
+    x = lower_xegpu.to_xegpu(cleanup(distribute_to_subgroups(wg)), "pvc")
     loop = next(op for op in x.walk() if op.name == "scf.for")
-    assert sum(op.name == "xegpu.prefetch_nd" for op in x.walk()) == 1          # the user's (A only)
-    assert len(loop.results) == 16 + 3
+    assert sum(op.name == "xegpu.prefetch_nd" for op in loop.regions[0].block.ops) == 2
+    # values unchanged: the prefetching function computes what the input does
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(-1, 1, (64, 128)).astype(np.float16), rng.uniform(-1, 1, (128, 64)).astype(np.float16)
+    from xejit.ir import Buffer, Interpreter, f16, f32
+    outs = []
+    for f in (_wg_gemm(gemm), wg):
+        c = np.full((64, 64), np.nan, np.float32)
+        Interpreter().run_grid(f, (1, 1), [Buffer(a, f16), Buffer(b, f16), Buffer(c, f32),
+                                           np.int64(64), np.int64(64), np.int64(128)])
+        outs.append(c)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_no_prefetch_without_2d_block_io_or_when_the_user_prefetches():
+    wg = pipelining.run(_wg_gemm(gemm), 3, get_target("dg2"))
+    assert not any(op.name == "xetile.prefetch_tile" for op in wg.walk())
+    wg = pipelining.run(_wg_gemm(gemm_prefetch, nsg=1, BM=32), 3, get_target("pvc"))
+    assert sum(op.name == "xetile.prefetch_tile" for op in wg.walk()) == 1       # the user's (A only)
 
 
 @pytest.mark.parametrize("target,dtype,a_map,b_map", [
@@ -184,13 +210,12 @@ def test_lane_distribution_follows_the_rfc_sg_map_rules(target, dtype, a_map, b_
 
 @pytest.mark.parametrize("target", ["pvc", "dg2"])
 def test_each_pass_preserves_values(target):
-    """Interpret after blocking, after pipelining, after lane distribution: all agree."""
+    """Interpret after blocking and after lane distribution: both agree with the input."""
     tgt = get_target(target)
     case = gemm_case(gemm, "f16", 45, 70, 96, 16, 2 * tgt.dpas.n, 32, seed=7)
     fn = case["fn"]
     stages = [blocking.run(fn, tgt)]
-    stages.append(pipelining.run(blocking.run(fn, tgt), 2, tgt))
-    stages.append(lane_distribution.run(pipelining.run(blocking.run(fn, tgt), 2, tgt), tgt))
+    stages.append(lane_distribution.run(blocking.run(fn, tgt), tgt))
     ref = np.full_like(case["c"], np.nan)
     run_interp(fn, case["grid"], [case["a"], case["b"], ref, *case["args"][3:]])
     for x in stages:

@@ -46,6 +46,10 @@ def write_message(f, payload: bytes) -> None:
 
 def _emit(llvm, ext: str, ir_text: str) -> bytes:
     llvm.set_option("", "--spirv-ext=" + ",".join("+" + e for e in ext.split(",") if e))
+    # No loop strength reduction: the device compiler does its own, and LSR narrowed
+    # `ptrtoint(p) & 63` (a 2D block base's misalignment) into a 32-bit ptrtoint that the SPIR-V
+    # backend emits as a 64-bit OpConvertPtrToU feeding a 32-bit OpBitwiseAnd (invalid SPIR-V).
+    llvm.set_option("", "--disable-lsr")
     tm = llvm.Target.from_triple(TRIPLE).create_target_machine(opt=2)
     mod = llvm.parse_assembly(ir_text)
     mod.verify()

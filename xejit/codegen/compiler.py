@@ -25,7 +25,7 @@ from ..ir.core import Function, Module, VectorType
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
 from . import spirv
-from .passes import (CompilerError, cleanup, clone_function, distribute_to_subgroups,
+from .passes import (CompilerError, cleanup, clone_function, distribute_to_subgroups, pipelining,
                      propagate_layouts)
 from .targets import Target, get_target
 
@@ -220,6 +220,9 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     wg = _verified(wg, "layout propagation")
     asm["xetile-layout"] = print_function(wg)
     st.write("xetile-layout", asm["xetile-layout"])
+    if tgt.block_io is not None and num_stages >= 1:   # cooperative prefetch (pvc, bmg, lnl)
+        wg = st.run("pipelining", pipelining.run, wg, num_stages, tgt)
+        wg = _verified(wg, "software pipelining")
     sg = st.run("wg_to_sg", distribute_to_subgroups, wg)
     sg = st.run("cleanup", cleanup, sg)
     sg = _verified(sg, "wg_to_sg distribution")

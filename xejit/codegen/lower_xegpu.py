@@ -4,10 +4,12 @@
 (docs/compiler.md). It runs, as named units:
 
 1. ``passes.blocking``          xetile-sg -> XeGPU (load/DPAS/store blocks, fallback report)
-2. ``passes.pipelining``        prefetch k-loop loads ``num_stages`` iterations ahead
-3. ``passes.lane_distribution`` sg_map (lane_layout / lane_data) of every block
-4. target verification         ``xegpu.verify_for_target`` (DPAS shapes, 2D block limits)
-5. :class:`XeGPULowering`       XeGPU -> LLVM IR (llvmlite)
+2. ``passes.lane_distribution`` sg_map (lane_layout / lane_data) of every block
+3. target verification         ``xegpu.verify_for_target`` (DPAS shapes, 2D block limits)
+4. :class:`XeGPULowering`       XeGPU -> LLVM IR (llvmlite)
+
+(Software pipelining -- cooperative prefetch ``num_stages`` iterations ahead -- runs before
+the distribution, on workgroup-level XeTile: ``passes.pipelining``.)
 
 Register model: a block value [h, w] (VNNI-packed [h/v, w, v] as 32-bit words) is one LLVM
 vector per lane laid out as ``lane_distribution`` says -- the per-work-item layout of the 2D
@@ -63,7 +65,7 @@ from ..ir.verifier import verify_function
 from . import builtins as bi
 from . import emulation as emu
 from . import lower_generic as _gen
-from .passes import blocking, lane_distribution, pipelining
+from .passes import blocking, lane_distribution
 from .passes.common import CompilerError, written_arrays
 from .passes.lane_distribution import per_lane_count
 from .targets import Target, check_block_shape, get_target
@@ -1418,12 +1420,12 @@ del _c
 # ----------------------------------------------------------------------------------------------
 
 
-def to_xegpu(sg_fn: Function, target: Target | str, *, num_stages: int = 3,
+def to_xegpu(sg_fn: Function, target: Target | str, *,
              report: Optional[blocking.BlockingReport] = None) -> Function:
-    """Run the XeGPU passes (blocking, pipelining, lane distribution) and verify the result."""
+    """Run the XeGPU passes (blocking, lane distribution) and verify the result. (Software
+    pipelining runs before, on workgroup-level XeTile: ``passes.pipelining``.)"""
     tgt = get_target(target) if isinstance(target, str) else target
     xfn = blocking.run(sg_fn, tgt, report)
-    xfn = pipelining.run(xfn, num_stages, tgt)
     xfn = lane_distribution.run(xfn, tgt)
     try:
         verify_function(xfn)
@@ -1437,7 +1439,7 @@ def lower(sg_fn: Function, target: Target | str, ctx: Optional[dict] = None) -> 
     """The XeGPU path of ``compile_kernel``: xetile-sg -> XeGPU -> LLVM IR.
 
     ``ctx`` keys (all optional): ``emulate`` (CPU emulation of DPAS / 2D block IO),
-    ``num_stages`` (prefetch distance; default the function's attribute or 3), ``num_subgroups``,
+    ``num_subgroups``,
     ``version_loops`` (version k-loops on the 2D block surface checks; default: not when emulating).
     Returns ``{"xegpu": text, "xegpu_fn": Function, "module": llvmlite module, "extensions",
     "signature", "arg_plan", "instructions": Counter, "fallbacks": [str], "report": dict}``.
@@ -1447,10 +1449,9 @@ def lower(sg_fn: Function, target: Target | str, ctx: Optional[dict] = None) -> 
     if tgt.dpas is None:
         raise CompilerError(f"target {tgt.name!r} has no DPAS; use the generic lowering")
     emulate = bool(ctx.get("emulate", False))
-    stages = ctx.get("num_stages", sg_fn.attributes.get("num_stages", 3))
     nsg = ctx.get("num_subgroups") or sg_fn.attributes.get("num_subgroups") or 1
     rep = blocking.BlockingReport()
-    xfn = to_xegpu(sg_fn, tgt, num_stages=stages, report=rep)
+    xfn = to_xegpu(sg_fn, tgt, report=rep)
     lw = XeGPULowering(xfn, tgt, emulate, nsg, ctx.get("version_loops"))
     module = lw.run()
     fallbacks = [f"{e['loc']}: {e['op']}: {e['instruction']}"

@@ -246,7 +246,7 @@ class _Blocker:
         if t.scatter:
             raise self.err(init, "scatter tiles (load_gather/store_scatter) are not supported on DPAS "
                                  "targets yet")
-        roles = self.roles.get(c, {"C"})
+        roles = self.roles.get(c) or {"C"}     # a prefetch-only tile: plain blocks
         if "X" in roles:
             if roles != {"X"}:
                 raise self.err(self.where.get(c, init), "a tile used by atomic_rmw_tile is also loaded or "

@@ -1,21 +1,48 @@
-"""Software pipelining of k-loops: prefetch the 2D blocks a loop loads ``num_stages`` steps ahead.
+"""Software pipelining of k-loops: cooperative prefetch ``num_stages`` iterations ahead.
 
-For every ``scf.for`` that loads through loop-carried 2D descriptors moved by
-``update_nd_offset`` with loop-invariant deltas, and that holds no ``prefetch_nd`` written by the
-user, the pass (XeTile RFC appendix, "cooperative prefetch", one subgroup):
+Input and output: ``xetile-wg`` with layouts (after :func:`propagate_layouts`), for targets with
+2D block IO. For every ``scf.for`` that loads a loop-carried tile moved by ``update_tile_offset``
+with loop-invariant (or constant) deltas, created by an ``init_tile`` outside the loop, and that
+holds no ``prefetch_tile`` written by the user, the pass adds the XeTile RFC's cooperative
+prefetch (appendix 2.1):
 
-* before the loop: a copy of each descriptor is prefetched ``num_stages`` times, advancing by the
-  loop's delta after each (iterations 0 .. S-1);
-* in the loop: the copy (a new loop-carried value) is prefetched and advanced, so iteration i
-  prefetches the blocks of iteration i + S.
+* a prefetch tile at the same position with its own layout, :func:`prefetch_layout`: the
+  workgroup tile split over *all* subgroups in blocks 64 bytes wide, so every byte is prefetched
+  once per workgroup (the load's layout usually has several subgroups sharing data: A is shared
+  along N, B along M);
+* before the loop, it is prefetched ``num_stages`` times, advancing by the loop's deltas after
+  each (iterations 0 .. S-1); in the loop, it is a new loop-carried tile prefetched and advanced,
+  so iteration i prefetches the tile of iteration i + S.
 
-Prefetches have no effect on values, so the interpreter results before and after are identical.
-Targets without 2D block IO (dg2) get no prefetches.
+Prefetches have no effect on values: the interpreter results before and after are identical.
+
+Example:
+    >>> str(prefetch_layout((256, 32), 2, 32)), str(prefetch_layout((32, 256), 2, 32))
+    ('#xetile.wg_map<sg_layout = [32, 1], sg_data = [8, 32]>', '#xetile.wg_map<sg_layout = [4, 8], sg_data = [8, 32]>')
 """
 from __future__ import annotations
 
-from ...ir.core import Block, Builder, Function, Operation, Region, Value
-from ...ir.xegpu import TensorDescType
+import math
+
+from ...ir.core import Block, Builder, Function, Layout, Operation, Region, TileType, Value
+
+
+def prefetch_layout(shape: tuple[int, int], elem_bytes: int, n: int) -> Layout | None:
+    """Cooperative prefetch layout of a [R, C] tile over ``n`` subgroups: blocks 64 bytes wide (or
+    the tile's width), the column blocks first, the rest of the subgroups over the rows. None when
+    the tile does not split evenly into n such blocks."""
+    R, C = shape
+    w = min(C, max(1, 64 // elem_bytes))
+    if C % w:
+        return None
+    l1 = math.gcd(n, C // w)
+    l0 = n // l1
+    if R % l0:
+        return None
+    d0 = R // l0
+    if d0 < 8 and d0 & (d0 - 1) or d0 > 8 and d0 % 8:   # register-block rule of the blocking pass
+        return None
+    return Layout((l0, l1), (d0, C // l1))
 
 
 def _loop_invariant(v: Value, loop: Operation) -> bool:
@@ -36,63 +63,71 @@ def _is_const(v: Value) -> bool:
     return owner is not None and owner.name == "arith.constant" and not owner.operands
 
 
-def _candidates(loop: Operation) -> list[tuple[int, Operation]]:
-    """(iter_arg index, update op) of each loaded descriptor advanced by invariant deltas."""
+def _candidates(loop: Operation) -> list[tuple[int, Operation, Operation]]:
+    """(iter_arg index, update op, init_tile op) of each loaded tile advanced by invariant deltas."""
     body = loop.regions[0].block
     term = body.terminator
     out = []
     for k, arg in enumerate(body.args[1:]):
-        if not isinstance(arg.type, TensorDescType) or arg.type.scattered:
+        t = arg.type
+        if not isinstance(t, TileType) or t.scatter or len(t.shape) != 2:
             continue
-        users = [u for u, _ in arg.uses]
-        if not any(u.name == "xegpu.load_nd" for u in users):
+        if not any(u.name == "xetile.load_tile" for u, _ in arg.uses):
             continue
         y = term.operands[k]
         upd = getattr(y, "op", None)
-        if upd is None or upd.name != "xegpu.update_nd_offset" or upd.operands[0] is not arg:
+        if upd is None or upd.name != "xetile.update_tile_offset" or upd.operands[0] is not arg:
+            continue
+        init = getattr(loop.operands[3 + k], "op", None)
+        if init is None or init.name != "xetile.init_tile" or not _loop_invariant(init.result, loop):
             continue
         if all(_loop_invariant(d, loop) or _is_const(d) for d in upd.operands[1:]):
-            out.append((k, upd))
+            out.append((k, upd, init))
     return out
 
 
-def _pipeline(loop: Operation, stages: int) -> int:
+def _pipeline(loop: Operation, stages: int, n: int) -> int:
     body = loop.regions[0].block
-    if any(op.name == "xegpu.prefetch_nd" for op in body.ops):
+    if any(op.name == "xetile.prefetch_tile" for op in body.ops):
         return 0   # the user prefetches: keep theirs
-    cands = _candidates(loop)
+    cands = []
+    for k, upd, init in _candidates(loop):
+        t: TileType = init.result.type
+        lay = prefetch_layout(t.shape, t.dtype.itemsize, n)
+        if lay is not None:
+            cands.append((upd, init, TileType(t.shape, t.dtype, t.order, lay, False)))
     if not cands:
         return 0
     parent = loop.parent
-    pre = Builder(parent, parent.ops.index(loop), verify=True)
-    inits = loop.operands[3:]
+    pre = Builder(parent, parent.ops.index(loop))
     new_inits = []
-    for k, upd in cands:
-        d = inits[k]
+    for upd, init, pt in cands:
+        p = pre.create("xetile.init_tile", list(init.operands), [pt],
+                       {k: v for k, v in init.attributes.items() if k != "layout"}, loc=init.loc).result
+        p.name_hint = "pf"
         dr, dc = (x if _loop_invariant(x, loop) else
                   pre.create("arith.constant", [], [x.type], dict(x.op.attributes), loc=loop.loc).result
                   for x in upd.operands[1:])
         for _ in range(stages):
-            pre.create("xegpu.prefetch_nd", [d], [], loc=loop.loc)
-            d = pre.create("xegpu.update_nd_offset", [d, dr, dc], [d.type], loc=loop.loc).result
-        new_inits.append(d)
-    # rebuild the loop with the extra carried descriptors
+            pre.create("xetile.prefetch_tile", [p], [], loc=loop.loc)
+            p = pre.create("xetile.update_tile_offset", [p, dr, dc], [pt], loc=loop.loc).result
+        new_inits.append(p)
+    # rebuild the loop with the extra carried prefetch tiles
     nb = Block([a.type for a in body.args] + [d.type for d in new_inits],
                [a.name_hint for a in body.args] + ["pf"] * len(new_inits))
     for a, na in zip(body.args, nb.args):
         a.replace_all_uses_with(na)
     term = body.terminator
-    ops = list(body.ops)
-    for op in ops:
+    for op in list(body.ops):
         body.ops.remove(op)
         op.parent = None
         if op is not term:
             nb.append(op)
     extra_yield = []
-    for (k, upd), a in zip(cands, nb.args[len(body.args):]):
+    for (upd, _, pt), a in zip(cands, nb.args[len(body.args):]):
         bb = Builder.before(upd)   # after the deltas, which may be defined in the loop
-        bb.create("xegpu.prefetch_nd", [a], [], loc=loop.loc)
-        extra_yield.append(bb.create("xegpu.update_nd_offset", [a, *upd.operands[1:]], [a.type],
+        bb.create("xetile.prefetch_tile", [a], [], loc=loop.loc)
+        extra_yield.append(bb.create("xetile.update_tile_offset", [a, *upd.operands[1:]], [pt],
                                      loc=loop.loc).result)
     ys = list(term.operands)
     for i in range(len(term.operands)):
@@ -110,15 +145,16 @@ def _pipeline(loop: Operation, stages: int) -> int:
 
 
 def run(fn: Function, num_stages: int, target=None) -> Function:
-    """Insert prefetches ``num_stages`` iterations ahead (in place); returns ``fn``."""
+    """xetile-wg (with layouts) -> xetile-wg with cooperative prefetches ``num_stages`` iterations
+    ahead (in place; returns ``fn``). No-op for ``num_stages < 1`` and targets without 2D block IO."""
     if num_stages is None or num_stages < 1:
         return fn
     if target is not None and target.block_io is None:
         return fn
-    loops = [op for op in fn.walk() if op.name == "scf.for"]
-    for loop in loops:
-        _pipeline(loop, int(num_stages))
+    n = fn.attributes.get("num_subgroups") or 1
+    for loop in [op for op in fn.walk() if op.name == "scf.for"]:
+        _pipeline(loop, int(num_stages), n)
     return fn
 
 
-__all__ = ["run"]
+__all__ = ["run", "prefetch_layout"]
