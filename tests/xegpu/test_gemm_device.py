@@ -167,3 +167,36 @@ def test_f32_ieee_gemm_uses_fmas(target):
     run_device(res, (2, 2), [a, b, c, M, N, K], 8 if target == "dg2" else 16)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert np.abs(c - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def _usm_view(shape, dtype, misalign: int, rng):
+    """An interior view of a USM buffer whose base address is ``misalign`` bytes past a 64-byte
+    boundary (16-byte aligned, as 2D block IO requires), filled with random non-zero values."""
+    from xejit.runtime import usm
+    n, it = int(np.prod(shape)), np.dtype(dtype).itemsize
+    buf = usm.empty(n + 64 // it, dtype)
+    skip = ((misalign - buf.ctypes.data) % 64) // it
+    v = buf[skip:skip + n].reshape(shape)
+    assert v.ctypes.data % 64 == misalign
+    v[...] = rng.uniform(0.25, 1.0, shape) * rng.choice([-1, 1], shape)
+    return v
+
+
+@pytest.mark.parametrize("misalign", [(16, 32, 48), (48, 0, 16)])
+def test_gemm_emulated_with_bases_off_64_byte_boundaries(monkeypatch, misalign):
+    """2D block IO aligns the base down to 64 bytes and moves x by the rest (as on the hardware):
+    zero-copy USM views whose bases sit 16..48 bytes past a boundary exercise that arithmetic."""
+    import xejit
+    from tests.compiler.kernels import matmul
+    monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
+    monkeypatch.setenv("XEJIT_EMULATE", "pvc")
+    rng = np.random.default_rng(sum(misalign))
+    M, N, K = 40, 64, 96
+    a = _usm_view((M, K), np.float16, misalign[0], rng)
+    b = _usm_view((K, N), np.float16, misalign[1], rng)
+    c = _usm_view((M, N), np.float32, misalign[2], rng)
+    c[...] = np.nan
+    matmul[(xejit.cdiv(M, 16), xejit.cdiv(N, 32))](a, b, c, M, N, K, BM=16, BN=32, BK=32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert not np.isnan(c).any()
+    assert np.abs(c - ref).max() <= 1e-5 * np.abs(ref).max()

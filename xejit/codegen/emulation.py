@@ -387,7 +387,10 @@ def _emu_dpas(fn: ir.Function, v: DpasVariant) -> None:
 def _surface_helper(module: ir.Module, kind: str, bits: int) -> ir.Function:
     """``iN ld(G base, i32 width, i32 height, i32 pitch, i32 x, i32 y, i1 in_block)`` returning
     the element at (x, y) or 0 when outside the block or the surface; ``st`` stores it unless
-    outside.  x is in elements, width and pitch in bytes (signed coordinates, as on hardware)."""
+    outside.  x is in elements, width and pitch in bytes (signed coordinates, as on hardware).
+    A base that is not 64-byte aligned (the specs require it) reads 0 and writes nothing, so a
+    lowering that forgets to align it down gives wrong results under emulation too. (Width and
+    pitch minimums are not enforced: the lowering's surface checks guard them on hardware.)"""
     name = f"__xejit_2d_{kind}{bits}"
     fn = module.globals.get(name)
     if fn is not None:
@@ -406,6 +409,8 @@ def _surface_helper(module: ir.Module, kind: str, bits: int) -> ir.Function:
     ok = bld.and_(ok, bld.icmp_signed(">=", y64, I64(0)))
     ok = bld.and_(ok, bld.icmp_signed("<=", bld.add(xb, I64(eb)), bld.zext(width, I64)))
     ok = bld.and_(ok, bld.icmp_signed("<", y64, bld.zext(height, I64)))
+    aligned = bld.icmp_unsigned("==", bld.and_(bld.ptrtoint(base, I64), I64(63)), I64(0))
+    ok = bld.and_(ok, aligned)
     bld.cbranch(ok, do, done)
     bld.position_at_end(do)
     off = bld.add(bld.mul(y64, bld.zext(pitch, I64)), xb)

@@ -29,8 +29,9 @@ Instructions come from ``emulation.declare_*`` (real builtins, or their emulatio
   code. Outside loops each 2D op is guarded. The base address is aligned down to 64 bytes and the
   x coordinate / width moved by the same amount (as Triton does).
 * Under emulation (the CPU device) the emulated instructions take any surface: they are called
-  unconditionally, loops are not versioned (``ctx["version_loops"]=True`` turns it on) and the
-  base is not aligned down (the CPU compiler produced address-dependent wrong results for it).
+  unconditionally and loops are not versioned (``ctx["version_loops"]=True`` turns it on); the
+  base is aligned down as on the hardware, so misaligned array bases are exercised (tested with
+  interior views of USM buffers).
 * dg2 has no 2D block IO: loads use subgroup block reads of whole rows (32-bit words for A/C,
   16/8-bit rows combined into VNNI words for B) when the block is in bounds and 4-byte aligned,
   per-lane loads with bounds checks otherwise; stores are per lane with bounds checks.
@@ -755,16 +756,11 @@ class XeGPULowering:
         """The loop-invariant part of a 2D block surface and whether 2D block IO may use it."""
         b = self.b
         eb = td.type.dtype.bitwidth // 8
-        if self.emulate:
-            # Emulated instructions take any base address. (The CPU compiler gave address-
-            # dependent wrong results for the aligned-down base below; real targets keep it.)
-            off, base = I64(0), td.arr.ptr
-        else:
-            # 2D block IO needs a 64-byte aligned base: align it down and move x / widen the
-            # surface by the same amount (as Triton does).
-            addr = b.ptrtoint(td.arr.ptr, I64)
-            off = b.and_(addr, I64(63))
-            base = b.gep(td.arr.ptr, [b.neg(off)], source_etype=I8)
+        # 2D block IO needs a 64-byte aligned base: align it down and move x / widen the surface
+        # by the same amount (as Triton does). Emulated instructions follow the same path.
+        addr = b.ptrtoint(td.arr.ptr, I64)
+        off = b.and_(addr, I64(63))
+        base = b.gep(td.arr.ptr, [b.neg(off)], source_etype=I8)
         width = b.add(b.mul(td.W, I64(eb)), off)
         pitch = b.mul(td.s0, I64(eb))
         lim = self.target.block_io
