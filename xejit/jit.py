@@ -202,6 +202,7 @@ class Kernel:
         self.params = list(self.signature.parameters.values())
         self.constexprs = {p.name for p in self.params if _is_constexpr_annotation(p.annotation)}
         self.cache: dict[Any, Module] = {}
+        self._quick: dict[Any, tuple] = {}   # _quick_key -> (params, options, module, runtime positions)
         functools.update_wrapper(self, fn)
 
     @functools.cached_property
@@ -292,19 +293,63 @@ class Kernel:
 
     # --- launch -----------------------------------------------------------------------------
 
+    def _quick_key(self, args: tuple, kwargs: dict) -> Any:
+        """A cheap key that determines the specialization of a call (dtype, rank, strides and
+        16-byte alignment of arrays; values of constexprs; kind of other scalars), or None when
+        the call must take the full path (unhashable keyword values, unknown argument kinds)."""
+        parts = []
+        for i, a in enumerate(args):
+            t = type(a)
+            if i in self._constexpr_positions:
+                parts.append((t, a))
+            elif t is np.ndarray:
+                parts.append((a.dtype.str, a.strides, a.ctypes.data % 16))
+            elif t is int or t is float:
+                parts.append(t)
+            elif _is_torch(a):
+                parts.append((a.dtype, a.stride(), a.data_ptr() % 16, a.device.type))
+            else:
+                return None
+        try:
+            key = (tuple(parts), tuple(kwargs.items()))
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    @functools.cached_property
+    def _constexpr_positions(self) -> frozenset[int]:
+        return frozenset(i for i, p in enumerate(self.params) if p.name in self.constexprs)
+
     def run(self, *args, grid: Any, **kwargs) -> None:
-        params, runtime, options, key = self.bind(args, kwargs)
-        mod = self._module(params, options, key)
+        qk = self._quick_key(args, kwargs)
+        hit = self._quick.get(qk) if qk is not None else None
+        if hit is None:
+            params, runtime, options, key = self.bind(args, kwargs)
+            mod = self._module(params, options, key)
+            runtime_pos = [i for i, p in enumerate(self.params) if p.name not in self.constexprs]
+            # remembered when every runtime argument came positionally (keywords: constexprs
+            # and options only, which are part of the key)
+            if qk is not None and all(i < len(args) for i in runtime_pos) and \
+                    all(k in self.constexprs or k in LAUNCH_OPTIONS for k in kwargs):
+                self._quick[qk] = (params, options, mod, runtime_pos)
+            runtime_values = [v for v, _ in runtime]
+        else:
+            params, options, mod, runtime_pos = hit
+            runtime = None
+            runtime_values = [args[i] for i in runtime_pos]
         if callable(grid):
             meta = {p.name: p.value for p in params if p.is_constexpr}
             grid = grid(meta)
         grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
         interpret = self.interpret if self.interpret is not None else _interpret_env()
         if interpret:
+            if runtime is None:
+                runtime = self.bind(args, kwargs)[1]
             vals = [to_interpreter_value(v, spec) for v, spec in runtime]
             Interpreter().run_grid(mod.functions[0], grid, vals)
         else:
-            _compile_and_launch(self, mod, grid, [v for v, _ in runtime], options)
+            _compile_and_launch(self, mod, grid, runtime_values, options)
 
 
 class _ConstexprBox:

@@ -141,3 +141,57 @@ def test_grid_dimension_0_is_the_kernels_dimension_0():
     k.launch((4, 3), (8, 2), out)
     y, x = np.indices(out.shape)
     np.testing.assert_array_equal(out, x + 1000 * y)
+
+
+# --- the jit's repeated-launch path ---------------------------------------------------------------
+
+import xejit  # noqa: E402
+import xejit.language as xl  # noqa: E402
+
+
+@xejit.kernel
+def _scale_copy(x, y, S: xl.constexpr, BN: xl.constexpr):
+    n = xl.program_id(0) * BN
+    t = xl.load_tile(xl.init_tile(x, [0, n], [2, BN]))
+    xl.store_tile(xl.init_tile(y, [0, n], [2, BN]), t * S)
+
+
+def test_repeated_launches_respecialize_on_layout_alignment_and_constexprs(monkeypatch):
+    """The quick path keys a call by dtype, strides, 16-byte alignment and constexpr values: a
+    change of any of them must compile for it, never reuse the previous specialization."""
+    monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
+    rng = np.random.default_rng(7)
+    base = rng.uniform(0.5, 1.5, (2, 40)).astype(np.float32)
+    misaligned = np.zeros(81, np.float32)[1:].reshape(2, 40)   # 4 bytes past a 16-byte boundary
+    misaligned[...] = base
+    for _ in range(2):   # the second round runs entirely on the quick path
+        # one constexpr value for every layout (a different value would hide a layout missing
+        # from the key), then another value for the same layout
+        for x, s in ((base, 2.0), (np.asfortranarray(base), 2.0), (base.astype(np.float16), 2.0),
+                     (misaligned, 2.0), (base, 3.0)):
+            y = np.full(x.shape, np.nan, x.dtype)
+            _scale_copy[(3,)](x, y, s, 16)                  # constexprs positionally
+            np.testing.assert_allclose(y, x.astype(np.float64) * s, rtol=1e-3)
+            y2 = np.full(x.shape, np.nan, x.dtype)
+            _scale_copy[(3,)](x, y2, S=s, BN=16)            # and by keyword
+            np.testing.assert_array_equal(y2, y)
+            # the module the quick path launches is the one the full specialization gives
+            quick = _scale_copy._quick[_scale_copy._quick_key((x, y, s, 16), {})][2]
+            assert quick is _scale_copy.compile_ir(x, y, S=s, BN=16)
+    assert _scale_copy.compile_ir(misaligned, misaligned, S=1.0, BN=16).functions[0].args[0].type.aligned16 is False
+
+
+def test_zero_copy_arguments_are_remembered_only_while_the_array_lives():
+    import gc
+
+    from xejit.runtime import launch, usm
+    a = usm.empty((2, 40), np.float32)
+    a[...] = 1.0
+    y = usm.empty((2, 40), np.float32)
+    _scale_copy[(3,)](a, y, 2.0, 16)
+    assert id(a) in launch._zero_copy
+    key = id(a)
+    del a
+    gc.collect()
+    assert key not in launch._zero_copy
+    np.testing.assert_array_equal(y, 2.0)

@@ -46,10 +46,14 @@ def write_message(f, payload: bytes) -> None:
 
 def _emit(llvm, ext: str, ir_text: str) -> bytes:
     llvm.set_option("", "--spirv-ext=" + ",".join("+" + e for e in ext.split(",") if e))
-    # No loop strength reduction: the device compiler does its own, and LSR narrowed
-    # `ptrtoint(p) & 63` (a 2D block base's misalignment) into a 32-bit ptrtoint that the SPIR-V
-    # backend emits as a 64-bit OpConvertPtrToU feeding a 32-bit OpBitwiseAnd (invalid SPIR-V).
-    llvm.set_option("", "--disable-lsr")
+    # Modules with real 2D block IO: no loop strength reduction (the GPU compiler does its own).
+    # LSR narrowed `ptrtoint(p) & 63` (the block base's misalignment) into a 32-bit ptrtoint that
+    # the SPIR-V backend emits as a 64-bit OpConvertPtrToU feeding a 32-bit OpBitwiseAnd, which
+    # spirv-val rejects. Modules for the CPU device keep LSR: without it the CPU runtime crashed
+    # on an emulated dg2 int8 GEMM with M = 1 (tests/xegpu/test_gemm_device.py, slow set).
+    # (The option is global, but each module is emitted in its own forked child.)
+    if "SPV_INTEL_2d_block_io" in ext:
+        llvm.set_option("", "--disable-lsr")
     tm = llvm.Target.from_triple(TRIPLE).create_target_machine(opt=2)
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
