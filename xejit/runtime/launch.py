@@ -3,7 +3,8 @@
 A kernel's signature lists one kind per argument:
 
 - ``"ptr"``: an array the kernel may write; ``"ptr_in"``: an array it only reads.
-  Accepted: numpy arrays (copied into USM shared memory and, for ``"ptr"``, back out),
+  Accepted: numpy arrays, row- or column-major with a possibly padded outer stride (copied into
+  USM shared memory with their strides and, for ``"ptr"``, back out),
   numpy arrays that already live in USM memory (see :func:`xejit.runtime.usm.empty`; zero-copy),
   any object with ``__sycl_usm_array_interface__`` (dpnp / dpctl arrays; zero-copy), and torch
   CPU tensors (through USM shared memory, like numpy arrays).
@@ -97,10 +98,25 @@ def _as_numpy(value, name: str):
 
 
 def _check_layout(arr: np.ndarray, name: str) -> None:
-    if not (arr.flags.c_contiguous or arr.flags.f_contiguous):
+    """Row- or column-major, the outer stride possibly padded (a view ``x[:, :n]`` of a wider
+    array): one dimension contiguous, non-negative strides, at most 2 dimensions."""
+    if arr.flags.c_contiguous or arr.flags.f_contiguous:
+        return
+    it = arr.itemsize
+    ok = arr.ndim == 2 and min(arr.strides) >= 0 and any(
+        st == it or n == 1 for n, st in zip(arr.shape, arr.strides))
+    if not ok:
         raise ArgumentError(
             f"{name}: unsupported array layout (strides {arr.strides} for shape {arr.shape}); "
-            "kernels take row-major or column-major contiguous arrays: pass np.ascontiguousarray(x)")
+            "kernels take row- or column-major arrays (the outer stride may be padded): "
+            "pass np.ascontiguousarray(x)")
+
+
+def _span(arr: np.ndarray) -> int:
+    """Bytes from an array's first element to the end of its last (its extent in memory)."""
+    if arr.size == 0:
+        return 0
+    return sum((n - 1) * st for n, st in zip(arr.shape, arr.strides)) + arr.itemsize
 
 
 @dataclass
@@ -160,14 +176,19 @@ def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
                 if ptr == base:
                     out.args.append(owner)  # the common case: the whole allocation, no new object
                 else:
-                    out.args.append(dm.as_usm_memory(_Interior(ptr, arr.nbytes, queue)))
+                    out.args.append(dm.as_usm_memory(_Interior(ptr, _span(arr), queue)))
                 if arr is value:
                     _remember_zero_copy(arr, queue, out.args[-1])
                 continue
-            mem = dm.MemoryUSMShared(max(arr.nbytes, 1), queue=queue)
-            staged = np.frombuffer(mem, dtype=np.uint8, count=arr.nbytes)
-            # A column-major array keeps its memory order: the kernel reads it through its strides.
-            staged[:] = arr.reshape(-1, order="A").view(np.uint8) if arr.size else staged[:0]
+            # Staged with the array's own strides (column-major, padded pitch): the kernel gets
+            # the strides of the caller's array.
+            mem = dm.MemoryUSMShared(max(_span(arr), 1), queue=queue)
+            if arr.flags.c_contiguous or arr.flags.f_contiguous:
+                staged = np.frombuffer(mem, dtype=np.uint8, count=arr.nbytes)
+                staged[:] = arr.reshape(-1, order="A").view(np.uint8) if arr.size else staged[:0]
+            else:
+                staged = np.ndarray(arr.shape, arr.dtype, buffer=mem, strides=arr.strides)
+                staged[...] = arr
             out.args.append(mem)
             if kind == "ptr":
                 if not arr.flags.writeable:
@@ -238,5 +259,9 @@ class Kernel:
         except Exception as e:  # dpctl's submit errors become one xejit error type
             raise LaunchError(f"{self.name}: launch of grid {tuple(grid)} x workgroup {tuple(block)} failed: {e}") from None
         for staged, arr in m.copy_back:
-            if arr.size:
+            if not arr.size:
+                continue
+            if staged.shape == arr.shape:        # a strided staging area
+                arr[...] = staged
+            else:
                 arr.reshape(-1, order="A").view(np.uint8)[:] = staged
