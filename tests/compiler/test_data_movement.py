@@ -2,7 +2,8 @@
 tile_reduce along a dim split over subgroups, and column reductions -- run through
 ``kernel[grid]`` on the CPU device for the generic target and for the pvc and dg2 code paths
 (DPAS and 2D block IO emulated), against float64 numpy. All of them go through one mechanism
-(wg_to_sg's SLM exchange between barriers), lowered per target."""
+(wg_to_sg's SLM exchange between barriers), lowered per target. Also: the 1000x1000x1000 GEMM
+on each of the three code paths.""" 
 from __future__ import annotations
 
 import zlib
@@ -116,3 +117,19 @@ def test_rfc_appendix_gemm_with_transpose_broadcast_and_reduction(target, dtype)
     path = pathlib.Path(__file__).parents[2] / "examples" / "gemm_transpose_reduce.py"
     run = runpy.run_path(str(path))["run"]
     assert run(M=70, N=64, K=48, dtype=dtype) < 1e-5
+
+
+# The issue's "1000x1000x1000" GEMM on each code path, with each target's own tile config
+# (generic: the 6x16 register microkernel; pvc/dg2: a 32x64 workgroup tile over 2 subgroups,
+# DPAS and 2D block IO (pvc) / block reads (dg2) emulated). ~7 s each on the DPAS paths, most of
+# it the CPU driver building the emulated module.
+@pytest.mark.parametrize("target,tile", [("generic", (6, 16, 16, 1)), ("pvc", (32, 64, 32, 2)),
+                                         ("dg2", (32, 64, 32, 2))], indirect=["target"])
+def test_gemm_1000_cubed(target, tile, rng):
+    from .kernels import matmul
+    n = 1000
+    BM, BN, BK, ns = tile
+    a, b = rand(rng, (n, n), "f16"), rand(rng, (n, n), "f16")
+    c = poisoned((n, n), "f32")
+    matmul[(cdiv(n, BM), cdiv(n, BN))](a, b, c, n, n, n, BM=BM, BN=BN, BK=BK, num_subgroups=ns)
+    check(c, f64(a) @ f64(b), "f32", scale_by_max=True)
