@@ -3,7 +3,7 @@ tile_reduce along a dim split over subgroups, and column reductions -- run throu
 ``kernel[grid]`` on the CPU device for the generic target and for the pvc and dg2 code paths
 (DPAS and 2D block IO emulated), against float64 numpy. All of them go through one mechanism
 (wg_to_sg's SLM exchange between barriers), lowered per target. Also: the 1000x1000x1000 GEMM
-on each of the three code paths.""" 
+on each of the three code paths."""
 from __future__ import annotations
 
 import zlib
