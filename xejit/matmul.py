@@ -205,7 +205,7 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         _write(c2, z)
         return
     tuner = gemm_tuner()
-    b2 = _padded_pitch(b2)
+    b2 = _padded_pitch(b2, M)
     tuner[lambda meta: (cdiv(M, meta["BM"]), cdiv(N, meta["BN"]))](
         a2, b2, bias if bias is not None else c2, c2, M, N, K,
         ACC=acc, HAS_BIAS=bias is not None, ACT=activation)
@@ -216,18 +216,23 @@ _CONFLICT_PITCH = 2048
 _PAD_BYTES = 64
 
 
-def _padded_pitch(b: Any) -> Any:
+#: ... when A has at least this many rows: the copy must be small next to the GEMM (measured with
+#: the copy: 512^3 69.5 padded vs 79.0 not, 64x2048x2048 27.5 vs 42.2; 1024^3 97.5 vs 49.1).
+_PAD_MIN_ROWS = 1024
+
+
+def _padded_pitch(b: Any, m: int) -> Any:
     """On the CPU device (target ``generic``), a row-major B whose row pitch is a multiple of 2 KB
-    is copied once into a buffer whose rows are 64 bytes longer.
+    is copied once into a buffer whose rows are 64 bytes longer, for an A of ``m`` >= 1024 rows.
 
     Each workgroup streams a B panel (BN columns, all K rows); at such pitches its rows map to
     a few cache sets and are evicted before the next workgroup reuses them -- what BLAS avoids by
-    packing B. Measured (benchmarks/bench_gemm_generic.py, fp32, 6x16x16 config): 1024^3 70.7 ->
-    124.1 GFLOP/s, 512^3 101.9 -> 115.6, 1536^3 87.1 -> 98.0, 2048^3 56.7 -> 64.0 (numpy
-    147-188 in the same runs). The copy costs K*N elements of memory traffic, O(1/M) of the GEMM.
+    packing B. Measured through ``xejit.matmul`` with the copy, fp32: 1024^3 45.7 -> 78.2 GFLOP/s,
+    2048^3 46.8 -> 92.2 (numpy 182-189 in the same runs). The copy costs K*N elements of memory
+    traffic and a USM allocation: not worth it for fewer rows of A.
     """
     from .autotuner import current_target
-    if _interpreting() or current_target() != "generic":
+    if m < _PAD_MIN_ROWS or _interpreting() or current_target() != "generic":
         return b
     K, N = b.shape
     it = b.element_size() if _is_torch(b) else b.itemsize

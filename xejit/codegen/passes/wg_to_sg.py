@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ...ir import gpu  # noqa: F401  (registers gpu.subgroup_id)
+from ...ir import gpu  # registers gpu.subgroup_id and the SLM ops
 from ...ir.core import (Block, Builder, Function, Layout, Operation, Region, TileType,
                         Value, VectorType, index)
 from .common import CompilerError
@@ -285,7 +285,6 @@ class _Distributor:
         dim = op.attributes["dims"][0]
         o = 1 - dim
         attrs = self._attrs(op)
-        attrs.pop("cross_sg_layout", None)
         cross = ds.layout.sg_layout[dim] > 1 and not ds.shared(dim)
         if cross and (_key(Layout(dr.layout.sg_layout, None, order=dr.layout.order)) !=
                       _key(Layout(ds.layout.sg_layout, None, order=ds.layout.order))
@@ -352,8 +351,7 @@ class _Distributor:
                                 f"an integer type first", op)
         eb = Builder(self.fn.entry, 0)
         eb.verify = False
-        from ...ir.gpu import SlmType
-        return eb.create("gpu.slm_alloc", [], [SlmType(tuple(shape), dtype)], loc=op.loc).result
+        return eb.create("gpu.slm_alloc", [], [gpu.SlmType(tuple(shape), dtype)], loc=op.loc).result
 
     def barrier(self, b: Builder, op: Operation) -> None:
         b.create("gpu.barrier", [], [], loc=op.loc)
