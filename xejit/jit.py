@@ -294,20 +294,21 @@ class Kernel:
     # --- launch -----------------------------------------------------------------------------
 
     def _quick_key(self, args: tuple, kwargs: dict) -> Any:
-        """A cheap key that determines the specialization of a call (dtype, rank, strides and
-        16-byte alignment of arrays; values of constexprs; kind of other scalars), or None when
+        """A cheap key that determines the specialization of a call (dtype, strides, size-1 dims
+        and 16-byte alignment of arrays; values of constexprs; kind of other scalars), or None when
         the call must take the full path (unhashable keyword values, unknown argument kinds)."""
         parts = []
         for i, a in enumerate(args):
             t = type(a)
             if i in self._constexpr_positions:
                 parts.append((t, a))
-            elif t is np.ndarray:
-                parts.append((a.dtype.str, a.strides, a.ctypes.data % 16))
+            elif t is np.ndarray:   # size-1 dims matter: they decide the memory order
+                parts.append((a.dtype.str, a.strides, tuple(d == 1 for d in a.shape), a.ctypes.data % 16))
             elif t is int or t is float:
                 parts.append(t)
             elif _is_torch(a):
-                parts.append((a.dtype, a.stride(), a.data_ptr() % 16, a.device.type))
+                parts.append((a.dtype, a.stride(), tuple(d == 1 for d in a.shape), a.data_ptr() % 16,
+                              a.device.type))
             else:
                 return None
         try:

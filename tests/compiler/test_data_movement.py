@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import xejit
+import xejit.language as xl
 from xejit.codegen.compiler import compile_kernel
 
 from .helpers import check, f64, poisoned, rand
@@ -133,3 +134,43 @@ def test_gemm_1000_cubed(target, tile, rng):
     c = poisoned((n, n), "f32")
     matmul[(cdiv(n, BM), cdiv(n, BN))](a, b, c, n, n, n, BM=BM, BN=BN, BK=BK, num_subgroups=ns)
     check(c, f64(a) @ f64(b), "f32", scale_by_max=True)
+
+
+@xejit.kernel
+def _gemm_at(at, b, c, M, N, K, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+    """C = At.T @ B with At [K, M] row-major: A arrives through tile_transpose (SLM)."""
+    m = xl.program_id(0) * BM
+    n = xl.program_id(1) * BN
+    tat = xl.init_tile(at, [0, m], [BK, BM])
+    tb = xl.init_tile(b, [0, n], [BK, BN])
+    acc = xl.zeros([BM, BN], xl.int32)
+    for k in range(0, K, BK):
+        acc = xl.tile_mma(xl.tile_transpose(xl.load_tile(tat)), xl.load_tile(tb), acc)
+        tat = xl.update_tile_offset(tat, BK, 0)
+        tb = xl.update_tile_offset(tb, BK, 0)
+    xl.store_tile(xl.init_tile(c, [m, n], [BM, BN]), acc)
+
+
+@pytest.mark.parametrize("target", TARGETS, indirect=True)
+def test_int8_dpas_a_operand_read_from_slm(target, rng):
+    """An int8 DPAS A block is 32 bytes per row: 32 elements per lane on dg2 (8 lanes), more
+    than a SPIR-V vector holds -- read from SLM into a private buffer."""
+    M, N, K = 20, 24, 64
+    at, b = rand(rng, (K, M), "i8"), rand(rng, (K, N), "i8")
+    c = poisoned((M, N), "i32")
+    _gemm_at[(cdiv(M, 8), cdiv(N, 16))](at, b, c, M, N, K, BM=8, BN=16, BK=32)
+    check(c, f64(at).T @ f64(b), "int")
+
+
+def test_slm_beyond_the_target_is_a_compile_error():
+    """convert_layout of a 256x256 f32 tile needs 256 KB of SLM: more than pvc's 128 KB and dg2's
+    64 KB -- said at compile time, naming the buffer, not left to the driver."""
+    x = np.zeros((256, 256), np.float32)
+    ir = convert_scale.compile_ir(x, x, BM=256, BN=256, SGL=[1, 4], SGD=[256, 64], SGL2=[4, 1],
+                                  SGD2=[64, 256], num_subgroups=4)
+    for tgt in ("pvc", "dg2"):
+        with pytest.raises(Exception, match=r"262144 B of shared local memory.*kernels\.py:\d+"):
+            compile_kernel(ir, tgt, emulate=True)
+    small = convert_scale.compile_ir(x, x, BM=16, BN=32, SGL=[1, 4], SGD=[16, 8], SGL2=[4, 1],
+                                     SGD2=[4, 32], num_subgroups=4)
+    assert compile_kernel(small, "pvc", emulate=True).slm_bytes == 16 * 32 * 4

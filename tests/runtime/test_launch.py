@@ -179,6 +179,10 @@ def test_repeated_launches_respecialize_on_layout_alignment_and_constexprs(monke
             quick = _scale_copy._quick[_scale_copy._quick_key((x, y, s, 16), {})][2]
             assert quick is _scale_copy.compile_ir(x, y, S=s, BN=16)
     assert _scale_copy.compile_ir(misaligned, misaligned, S=1.0, BN=16).functions[0].args[0].type.aligned16 is False
+    # same strides, but a size-1 dim makes one row-major and the other column-major
+    one, four = np.zeros((2, 1), np.float32, order="F"), np.zeros((2, 4), np.float32, order="F")
+    assert one.strides == four.strides
+    assert _scale_copy._quick_key((one, one, 2.0, 16), {}) != _scale_copy._quick_key((four, four, 2.0, 16), {})
 
 
 def test_zero_copy_arguments_are_remembered_only_while_the_array_lives():

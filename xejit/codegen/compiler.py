@@ -198,6 +198,24 @@ def _verified(fn: Function, stage: str) -> Function:
     return fn
 
 
+def _check_slm(sg: Function, tgt: Target) -> int:
+    """Bytes of shared local memory the kernel's SLM exchanges allocate (``gpu.slm_alloc``; the
+    generic lowering keeps floats as f32) -- a CompilerError naming the buffers when they exceed
+    the target's SLM (a driver would fail to build or launch it)."""
+    allocs = [op for op in sg.walk() if op.name == "gpu.slm_alloc"]
+    total = 0
+    for op in allocs:
+        t = op.result.type
+        eb = 4 if (tgt.dpas is None and t.dtype.is_float) else t.dtype.itemsize
+        total += t.shape[0] * t.shape[1] * eb
+    if tgt.slm_bytes is not None and total > tgt.slm_bytes:
+        what = "; ".join(f"{op.loc}: {op.result.type}" for op in allocs)
+        raise CompilerError(f"the kernel needs {total} B of shared local memory for data moved between "
+                            f"subgroups, {tgt.name} has {tgt.slm_bytes} B per workgroup ({what}); use "
+                            f"smaller tiles or layouts that keep the data in its subgroup")
+    return total
+
+
 def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups: int | None = None,
                    num_stages: int = 3, grf_mode: str = "default", emulate: bool = False) -> CompiledKernel:
     """Compile one XeTile kernel for ``target``; every SPIR-V module returned passed spirv-val.
@@ -229,11 +247,11 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     asm["xetile-sg"] = print_function(sg)
     st.write("xetile-sg", asm["xetile-sg"])
 
+    slm = _check_slm(sg, tgt)
     lanes = tgt.subgroup_size
     options = {"num_stages": num_stages, "grf_mode": grf_mode, "emulate": emulate}
     instructions: Counter = Counter()
     fallbacks: list[str] = []
-    slm = 0
     if tgt.has_dpas:
         path = "xegpu"
         try:
@@ -263,7 +281,7 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
         lw = st.run("lower", lower_generic, sg, tgt, nsg)
         llmod, extensions = lw.module, tgt.spirv_extensions
         kinds, plan = lw.arg_kinds, lw.arg_plan
-        instructions, fallbacks, slm = lw.report.instructions, lw.report.fallbacks, lw.report.slm_bytes
+        instructions, fallbacks = lw.report.instructions, lw.report.fallbacks
     st.write("llir-unoptimized", llmod)
     llmod = st.run("llvm-opt", optimize, llmod)
     asm["llir"] = str(llmod)

@@ -129,7 +129,6 @@ class LoweringReport:
     instructions: Counter = field(default_factory=Counter)
     fallbacks: list[str] = field(default_factory=list)
     regs_bytes_per_lane: int = 0
-    slm_bytes: int = 0
 
 
 class GenericLowering:
@@ -1118,7 +1117,6 @@ class GenericLowering:
         t = op.result.type
         ty = reg_type(t.dtype)
         h, w = t.shape
-        self.report.slm_bytes += h * w * (ty.width // 8 if isinstance(ty, ir.IntType) else 4)
         return (bi.slm_array(self.module, ty, h * w), w, ty)
 
     def op_gpu_barrier(self, op):

@@ -1180,6 +1180,28 @@ class XeGPULowering:
             ty = I32
         else:
             vals = [self.b.load(ptr, typ=ty) for ptr, _ in self._slm_elems(op, t, buf, r0, c0, tr)]
+        if self.vec_ty(t) is None:    # more than 16 per lane (int8 DPAS A on dg2): a private buffer
+            # of 32-bit words (LLVM promotes the buffer to a vector, and the SPIR-V backend cannot
+            # legalize a <32 x i8> phi), consumed by the DPAS like a block load's buffer
+            unit = self.unit_ty(t)
+            bits = unit.width
+            b = self.b
+            ints = [v if v.type == unit else b.bitcast(v, unit) for v in vals]
+            per = 32 // bits
+            words = []
+            for w in range(0, len(ints), per):
+                word = None
+                for j, x in enumerate(ints[w:w + per]):
+                    x = b.zext(x, I32) if bits < 32 else x
+                    x = b.shl(x, I32(j * bits)) if j else x
+                    word = x if word is None else b.or_(word, x)
+                words.append(word)
+            pbuf = self.alloca(ir.ArrayType(I32, len(words)))
+            for k, wd in enumerate(words):
+                b.store(wd, b.gep(pbuf, [I32(k)]))
+            self.env[id(op.result)] = Lazy(pbuf, I32, 0, t)
+            self.instructions["SLM load (per lane)" + (", transposed" if tr else "")] += 1
+            return
         out = vals[0]
         if len(vals) > 1:
             out = ir.Constant(ir.VectorType(ty, len(vals)), ir.Undefined)

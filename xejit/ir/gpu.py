@@ -136,12 +136,17 @@ def _slm_load(it: Interpreter, op: Operation, args):
     return [out]
 
 
+#: A safety net only: a failing subgroup aborts the barrier at once. (Subgroups share the GIL,
+#: so the last one may arrive long after the first on a big workgroup.)
+_BARRIER_TIMEOUT_S = 900
+
+
 @impl("gpu.barrier")
 def _barrier(it: Interpreter, op: Operation, args):
     bar = getattr(it, "barrier", None)
     if bar is not None:
         try:
-            bar.wait(timeout=60)
+            bar.wait(timeout=_BARRIER_TIMEOUT_S)
         except threading.BrokenBarrierError:
             raise InterpreterError(f"{op.loc}: barrier broken: another subgroup of the workgroup "
                                    "failed or did not reach this barrier") from None
@@ -188,7 +193,7 @@ def run_grid_subgroups(fn, grid: Sequence[int], args: Sequence[Any], num_subgrou
                 errors.append(e)
                 bar.abort()             # the other subgroups stop at their next barrier
 
-        threads = [threading.Thread(target=body, args=(it,)) for it in its]
+        threads = [threading.Thread(target=body, args=(it,), daemon=True) for it in its]
         for t in threads:
             t.start()
         for t in threads:

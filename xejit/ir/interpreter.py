@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -26,6 +27,10 @@ from .core import (Block, Function, OP_DEFS, Operation, ScalarType, bf16, bf16_b
                    f32_to_bf16_bits)
 
 Rule = Callable[["Interpreter", Operation, list], "Sequence[Any] | None"]
+
+#: Held by the rules of atomic read-modify-write ops: subgroups interpreted as threads
+#: (``gpu.run_grid_subgroups``) must not interleave inside one.
+ATOMIC_LOCK = threading.Lock()
 IMPLS: dict[str, Rule] = {}
 
 

@@ -45,7 +45,7 @@ import numpy as np
 
 from .core import (ArrayType, Layout, OpDef, Operation, ScalarType, Type, VectorType, VerifyError,
                    f32, i1, i32, index, register_op)
-from .interpreter import Buffer, Interpreter, impl
+from .interpreter import ATOMIC_LOCK, Buffer, Interpreter, impl
 from .xetile_semantics import cast_value, _tf32, ATOMIC, _compute_dtype
 
 # ----------------------------------------------------------------------------------------------
@@ -620,12 +620,13 @@ def _atomic(it, op, args):
     td, mask, val = args
     t = op.operands[0].type
     old = cast_value(np.zeros(t.shape), t.dtype)
-    cur, m = _gather_read(td, np.asarray(mask, bool))
-    if m.any():
-        old[m] = cur
-        ct = _compute_dtype(t.dtype)
-        new = ATOMIC[op.attributes["kind"]](cur.astype(ct), np.asarray(val)[m].astype(ct))
-        _scatter_write(td, m, cast_value(new, t.dtype))
+    with ATOMIC_LOCK:   # subgroups interpreted as threads must not interleave here
+        cur, m = _gather_read(td, np.asarray(mask, bool))
+        if m.any():
+            old[m] = cur
+            ct = _compute_dtype(t.dtype)
+            new = ATOMIC[op.attributes["kind"]](cur.astype(ct), np.asarray(val)[m].astype(ct))
+            _scatter_write(td, m, cast_value(new, t.dtype))
     return [old]
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core import Operation, ScalarType, VectorType, bf16, round_to_bf16, f32
-from .interpreter import Buffer, Interpreter, InterpreterError, impl
+from .interpreter import ATOMIC_LOCK, Buffer, Interpreter, InterpreterError, impl
 from .xetile import elem_type
 
 
@@ -250,11 +250,12 @@ def _atomic(it, op, args):
     if win is not None:
         src, dst = win
         buf = Buffer(tile.buffer.view2d, tile.buffer.dtype)
-        cur = buf.read(src)
-        old[dst] = cur
-        ct = _compute_dtype(dtype)
-        new = ATOMIC[op.attributes["kind"]](cur.astype(ct), np.asarray(value[dst], dtype=ct))
-        buf.write(src, cast_value(new, dtype))
+        with ATOMIC_LOCK:
+            cur = buf.read(src)
+            old[dst] = cur
+            ct = _compute_dtype(dtype)
+            new = ATOMIC[op.attributes["kind"]](cur.astype(ct), np.asarray(value[dst], dtype=ct))
+            buf.write(src, cast_value(new, dtype))
     return [old]
 
 

@@ -53,20 +53,10 @@ def _usm_owner(arr: np.ndarray):
     return None
 
 
-_owner_info: dict[tuple[int, int], tuple[bool, int]] = {}
-
-
 def _usm_info(mem, queue) -> tuple[bool, int]:
-    """(is ``mem`` in ``queue``'s context, its base address), remembered per (memory, queue) pair:
-    both questions build Python objects in dpctl each time they are asked."""
-    key = (id(mem), id(queue))
-    info = _owner_info.get(key)
-    if info is None:
-        info = (mem.sycl_context == queue.sycl_context, mem.__sycl_usm_array_interface__["data"][0])
-        if len(_owner_info) > 4096:
-            _owner_info.clear()
-        _owner_info[key] = info
-    return info
+    """(is ``mem`` in ``queue``'s context, its base address); both are cheap dpctl attributes,
+    read each time (a cache keyed by the object's id could outlive it)."""
+    return mem.sycl_context == queue.sycl_context, mem._pointer
 
 
 class _Interior:
