@@ -305,3 +305,37 @@ def test_slm_exchange_blocked_matches_subgroup_ir(target, name, meta, xshape, ys
     assert not np.isnan(outs[0]).any()
     # blocks change the order of the additions of a sum: fp32 tolerance
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-5 * np.abs(outs[0]).max())
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nsg=st.sampled_from([1, 2, 4, 8]), bm=st.sampled_from([16, 32, 64]), bn=st.sampled_from([32, 64]),
+       bk=st.sampled_from([16, 32]), stages=st.integers(1, 3), m=st.integers(1, 70), n=st.integers(1, 70),
+       k=st.integers(1, 90), seed=st.integers(0, 2**16))
+def test_cooperative_prefetch_differential(nsg, bm, bn, bk, stages, m, n, k, seed):
+    """Random GEMM tiles, subgroup counts and distances: the pipelined workgroup function computes
+    what the input does, and every prefetch layout covers its tile exactly once."""
+    from xejit.codegen.passes import propagate_layouts
+    from xejit.ir import Buffer, Interpreter, f16, f32
+    rng = np.random.default_rng(seed)
+    a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
+    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
+    fn = gemm.compile_ir(a, b, np.zeros((m, n), np.float32), m, n, k, BM=bm, BN=bn, BK=bk,
+                         num_subgroups=nsg).functions[0]
+    wg = propagate_layouts(fn)
+    piped = pipelining.run(propagate_layouts(fn), stages, get_target("pvc"))
+    want = sum(pipelining.prefetch_layout(shape, 2, nsg) is not None for shape in ((bm, bk), (bk, bn)))
+    assert sum(op.name == "xetile.prefetch_tile" for op in piped.walk()) == want * (stages + 1)
+    for op in piped.walk():
+        if op.name == "xetile.prefetch_tile":
+            t = op.operands[0].type
+            assert tuple(l * d for l, d in zip(t.layout.sg_layout, t.layout.sg_data)) == t.shape
+            assert t.layout.sg_layout[0] * t.layout.sg_layout[1] == nsg
+    outs = []
+    for f in (wg, piped):
+        c = np.full((m, n), np.nan, np.float32)
+        Interpreter().run_grid(f, (-(-m // bm), -(-n // bn)),
+                               [Buffer(a, f16), Buffer(b, f16), Buffer(c, f32), np.int64(m), np.int64(n),
+                                np.int64(k)])
+        outs.append(c)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert not np.isnan(outs[0]).any()
