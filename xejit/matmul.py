@@ -211,8 +211,6 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         ACC=acc, HAS_BIAS=bias is not None, ACT=activation)
 
 
-#: Row pitches that are multiples of this many bytes get padded (see _padded_pitch).
-_CONFLICT_PITCH = 2048
 _PAD_BYTES = 64
 
 
@@ -222,8 +220,9 @@ _PAD_MIN_ROWS = 1024
 
 
 def _padded_pitch(b: Any, m: int) -> Any:
-    """On the CPU device (target ``generic``), a row-major B whose row pitch is a multiple of 2 KB
-    is copied once into a buffer whose rows are 64 bytes longer, for an A of ``m`` >= 1024 rows.
+    """A row-major B whose row pitch is a multiple of the target's ``conflict_pitch_bytes`` (2 KB on
+    the CPU device, target ``generic``) is copied once into a buffer whose rows are 64 bytes
+    longer, for an A of ``m`` >= 1024 rows.
 
     Each workgroup streams a B panel (BN columns, all K rows); at such pitches its rows map to
     a few cache sets and are evicted before the next workgroup reuses them -- what BLAS avoids by
@@ -232,12 +231,14 @@ def _padded_pitch(b: Any, m: int) -> Any:
     traffic and a USM allocation: not worth it for fewer rows of A.
     """
     from .autotuner import current_target
-    if m < _PAD_MIN_ROWS or _interpreting() or current_target() != "generic":
+    from .codegen.targets import get_target
+    if m < _PAD_MIN_ROWS or _interpreting():
         return b
+    conflict = get_target(current_target()).conflict_pitch_bytes
     K, N = b.shape
     it = b.element_size() if _is_torch(b) else b.itemsize
     s0, s1 = _strides(b)
-    if s1 != 1 or K < 64 or N < 64 or (s0 * it) % _CONFLICT_PITCH:
+    if conflict is None or s1 != 1 or K < 64 or N < 64 or (s0 * it) % conflict:
         return b
     pad = _PAD_BYTES // it
     if _is_torch(b):

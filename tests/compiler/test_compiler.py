@@ -1,8 +1,6 @@
 """compile_kernel: stages, report, ABI, dumps, errors (no device launches here)."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 

@@ -3,10 +3,9 @@ inputs, shapes and layouts; results must agree (fp32 tolerance: pass order chang
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from xejit.codegen.passes import (CompilerError, cleanup, cse, dce, distribute_to_subgroups,
+from xejit.codegen.passes import (cleanup, cse, dce, distribute_to_subgroups,
                                   hoist_loop_invariants, propagate_layouts, value_layout)
 from xejit.ir import Buffer, Interpreter, verify_function
 from xejit.ir.core import TileType, VectorType, f32

@@ -9,6 +9,7 @@ import numpy as np
 
 from xejit.codegen.errors import SpirvValidationError
 from xejit.codegen.spirv import to_spirv, validate
+from xejit.device_launch import expand_args   # the ABI expansion kernel[grid] uses
 from xejit.ir import Buffer, Interpreter
 from xejit.ir.core import bf16_bits_to_f32, f32_to_bf16_bits
 
@@ -73,19 +74,8 @@ def run_device(res, grid, args, target_sg):
     from xejit.runtime import build_program
     spv = emit(res["module"], res["extensions"])
     k = build_program(spv).kernel(res["xegpu_fn"].name, res["signature"])
-    flat = []
-    for (pi, kind, what) in res["arg_plan"]:
-        v = args[pi]
-        if what == "ptr":
-            flat.append(v)
-        elif what.startswith("shape"):
-            flat.append(int(v.shape[int(what[-1])]))
-        elif what.startswith("stride"):
-            flat.append(int(v.strides[int(what[-1])] // v.itemsize))
-        else:
-            flat.append(v)
     block = [target_sg] + [1] * (len(grid) - 1)
-    k.launch(tuple(grid), tuple(block), *flat)
+    k.launch(tuple(grid), tuple(block), *expand_args(res["arg_plan"], list(args)))
     return spv
 
 
@@ -161,17 +151,4 @@ def run_compiled(ck, grid, args):
     """Launch a ``compile_kernel`` result on the CPU device."""
     from xejit.runtime import build_program
     k = build_program(ck.spv).kernel(ck.name, ck.signature)
-    res = {"xegpu_fn": type("F", (), {"name": ck.name})(), "signature": ck.signature,
-           "arg_plan": ck.arg_plan}
-    flat = []
-    for (pi, kind, what) in res["arg_plan"]:
-        v = args[pi]
-        if what == "ptr":
-            flat.append(v)
-        elif what.startswith("shape"):
-            flat.append(int(v.shape[int(what[-1])]))
-        elif what.startswith("stride"):
-            flat.append(int(v.strides[int(what[-1])] // v.itemsize))
-        else:
-            flat.append(v)
-    k.launch(tuple(grid), ck.block(len(grid)), *flat)
+    k.launch(tuple(grid), ck.block(len(grid)), *expand_args(ck.arg_plan, list(args)))

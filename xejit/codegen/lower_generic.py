@@ -554,7 +554,6 @@ class GenericLowering:
         if why is not None:
             self.report.fallbacks.append(f"{op.loc}: load_tile {list(t.shape)}x{et}: plain loads ({why})")
         inb = self._in_bounds(tile)
-        results = {}
         with b.if_else(inb) as (then, otherwise):
             with then:
                 fast = []

@@ -1142,19 +1142,25 @@ class XeGPULowering:
         col = b.zext(self.lane, I64)
         words = []
         for e in range(kv):
-            word = None
+            xs = []
             for j in range(v):
                 r = I64(e * v + j)
                 row, cc = (b.add(r0, col), b.add(c0, r)) if tr else (b.add(r0, r), b.add(c0, col))
                 x = b.load(b.gep(arr, [b.add(b.mul(row, I64(W)), cc)], source_etype=ty), typ=ty)
-                if not isinstance(ty, ir.IntType):     # f16 as its bits
-                    x = b.bitcast(x, ir.IntType(bits))
-                x = b.zext(x, I32)
-                if j:
-                    x = b.shl(x, I32(j * bits))
-                word = x if word is None else b.or_(word, x)
-            words.append(word)
+                xs.append(x if isinstance(ty, ir.IntType) else b.bitcast(x, ir.IntType(bits)))  # f16 as bits
+            words.append(self.pack_word(xs))
         return words
+
+    def pack_word(self, xs: list) -> ir.Value:
+        """One 32-bit word of narrower integers, the first in the lowest bits (VNNI / memory order)."""
+        b = self.b
+        word = None
+        for j, x in enumerate(xs):
+            bits = x.type.width
+            x = b.zext(x, I32) if bits < 32 else x
+            x = b.shl(x, I32(j * bits)) if j else x
+            word = x if word is None else b.or_(word, x)
+        return word
 
     def op_gpu_slm_store(self, op: Operation) -> None:
         t: VectorType = op.operands[0].type
@@ -1184,18 +1190,10 @@ class XeGPULowering:
             # of 32-bit words (LLVM promotes the buffer to a vector, and the SPIR-V backend cannot
             # legalize a <32 x i8> phi), consumed by the DPAS like a block load's buffer
             unit = self.unit_ty(t)
-            bits = unit.width
             b = self.b
             ints = [v if v.type == unit else b.bitcast(v, unit) for v in vals]
-            per = 32 // bits
-            words = []
-            for w in range(0, len(ints), per):
-                word = None
-                for j, x in enumerate(ints[w:w + per]):
-                    x = b.zext(x, I32) if bits < 32 else x
-                    x = b.shl(x, I32(j * bits)) if j else x
-                    word = x if word is None else b.or_(word, x)
-                words.append(word)
+            per = 32 // unit.width
+            words = [self.pack_word(ints[w:w + per]) for w in range(0, len(ints), per)]
             pbuf = self.alloca(ir.ArrayType(I32, len(words)))
             for k, wd in enumerate(words):
                 b.store(wd, b.gep(pbuf, [I32(k)]))

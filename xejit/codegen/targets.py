@@ -136,6 +136,9 @@ class Target:
     named_barriers: int
     spirv_extensions: tuple[str, ...]
     has_block_reads: bool = True            # cl_intel_subgroups SubgroupBlockReadINTEL
+    #: Row pitches (bytes) at multiples of which streamed B panels hit few cache sets, so
+    #: ``xejit.matmul`` pads them (measured on the CPU device, docs/compiler.md); None: never.
+    conflict_pitch_bytes: Optional[int] = None
     emulatable: bool = False
     notes: tuple[str, ...] = field(default=())
 
@@ -234,6 +237,7 @@ TARGETS: dict[str, Target] = {
         slm_bytes=None,                     # query the device
         named_barriers=0,
         spirv_extensions=(_EXT_SUBGROUPS,),
+        conflict_pitch_bytes=2048,          # measured: 1024^3 fp32 GEMM 1.7x with a padded B pitch
     ),
 }
 

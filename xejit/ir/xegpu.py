@@ -46,7 +46,7 @@ import numpy as np
 from .core import (ArrayType, Layout, OpDef, Operation, ScalarType, Type, VectorType, VerifyError,
                    f32, i1, i32, index, register_op)
 from .interpreter import ATOMIC_LOCK, Buffer, Interpreter, impl
-from .xetile_semantics import cast_value, _tf32, ATOMIC, _compute_dtype
+from .xetile_semantics import ATOMIC, _compute_dtype, cast_value, mma_reference
 
 # ----------------------------------------------------------------------------------------------
 # Types and runtime values
@@ -534,16 +534,7 @@ def _dpas(it, op, args):
     a, b, *c = args
     if b.ndim == 3:
         b = vnni_unpack(b)
-    rt = op.result.type.dtype
-    if rt == f32:
-        if op.attributes.get("input_precision") == "tf32":
-            a, b = _tf32(a), _tf32(b)
-        r = np.matmul(a.astype(np.float32), b.astype(np.float32))
-    else:
-        r = np.matmul(a.astype(np.int64), b.astype(np.int64))
-    if c:
-        r = r + c[0]
-    return [cast_value(r, rt)]
+    return [mma_reference(op, a, b, c)]
 
 
 @impl("xegpu.create_tdesc")

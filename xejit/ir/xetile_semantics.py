@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .core import Operation, ScalarType, VectorType, bf16, round_to_bf16, f32
-from .interpreter import ATOMIC_LOCK, Buffer, Interpreter, InterpreterError, impl
+from .interpreter import ATOMIC_LOCK, Buffer, Interpreter, impl
 from .xetile import elem_type
 
 
@@ -283,19 +283,26 @@ def _tf32(x: np.ndarray) -> np.ndarray:
     return r.view(np.float32)
 
 
-@impl("xetile.tile_mma")
-def _mma(it, op, args):
-    a, b, *c = args
+def mma_reference(op, a, b, c) -> np.ndarray:
+    """``c + a @ b`` as a matrix engine computes it: f32 accumulation (inputs rounded to tf32 when
+    the op asks), int8/uint8 exact in int64 then wrapped to i32 like the 32-bit accumulator.
+    Shared by ``xetile.tile_mma`` and ``xegpu.dpas``."""
     rt = op.result.type.dtype
     if rt == f32:
         if op.attributes.get("input_precision") == "tf32":
             a, b = _tf32(a), _tf32(b)
         r = np.matmul(a.astype(np.float32), b.astype(np.float32))
-    else:  # int8/uint8 -> exact in int64, wrap to i32 like the hardware's 32-bit accumulator
+    else:
         r = np.matmul(a.astype(np.int64), b.astype(np.int64))
     if c:
         r = r + c[0]
-    return [cast_value(r, rt)]
+    return cast_value(r, rt)
+
+
+@impl("xetile.tile_mma")
+def _mma(it, op, args):
+    a, b, *c = args
+    return [mma_reference(op, a, b, c)]
 
 
 @impl("xetile.tile_transpose")
