@@ -1,4 +1,5 @@
-"""Command line: ``python -m xejit info`` lists devices, their targets and what their drivers accept."""
+"""Command line: ``python -m xejit info`` lists devices, their targets, what their drivers accept
+and Intel's GPU compiler; ``python -m xejit toolchain install`` installs that compiler."""
 from __future__ import annotations
 
 import argparse
@@ -34,13 +35,48 @@ def info(out=sys.stdout) -> int:
     return 0
 
 
+def toolchain_info(out=sys.stdout) -> None:
+    from .codegen.intel_compiler import find_toolchain, toolchain_dir
+    from .codegen.targets import TARGETS
+
+    tc = find_toolchain()
+    gpus = ", ".join(f"{t.name} ({t.ocloc_device})" for t in TARGETS.values() if t.ocloc_device)
+    if tc is None:
+        print(f"Intel GPU compiler: not installed (python -m xejit toolchain install puts it in {toolchain_dir()})",
+              file=out)
+    else:
+        print(f"Intel GPU compiler: {tc.describe()}", file=out)
+        print(f"    builds for targets {gpus}", file=out)
+
+
+def toolchain(args) -> int:
+    from .codegen.errors import XejitError
+    from .toolchain import install
+
+    if args.action == "install":
+        try:
+            install(force=args.force)
+        except XejitError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+    toolchain_info()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m xejit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="devices, their compile targets, and the features their drivers build")
+    sub.add_parser("info", help="devices, their compile targets, the features their drivers build, the toolchain")
+    tp = sub.add_parser("toolchain", help="Intel's GPU compiler (ocloc): install it, or show which is used")
+    tp.add_argument("action", choices=("install", "show"))
+    tp.add_argument("--force", action="store_true", help="reinstall even when one is found")
     args = parser.parse_args(argv)
     if args.command == "info":
-        return info()
+        status = info()
+        toolchain_info()
+        return status
+    if args.command == "toolchain":
+        return toolchain(args)
     return 2
 
 

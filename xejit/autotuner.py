@@ -40,6 +40,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
@@ -203,13 +204,14 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         large = rf.large_grf_count if grf_mode in ("256", "auto") and rf.large_grf_count else None
         if grf_mode == "256" and rf.large_grf_count is None:
             problems.append(f"grf_mode '256' is not available on {t.name}")
-        limit = large or rf.count
+        limit = (large or rf.count) - rf.reserved
         out.update(registers=regs, register_limit=limit)
         if regs > limit:
             acc_r, a_r, b_r = (math.ceil(p / rf.bytes_each) for p in parts)
             problems.append(
                 f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{BK}: "
-                f"{a_r}, B {BK}x{sn}: {b_r}) but {t.name} has {limit} in grf_mode {grf_mode!r}")
+                f"{a_r}, B {BK}x{sn}: {b_r}) but {t.name} leaves {limit} for tile data in grf_mode "
+                f"{grf_mode!r} ({large or rf.count} less {rf.reserved} the compiler needs)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)
         k = t.dpas.k_of(op_t) if op_t else None
@@ -458,6 +460,7 @@ class Autotuner:
         if not keep:
             lines = "\n".join(f"  {c}: {r}" for c, r in pruned)
             raise XejitError(f"autotune of {self.fn.__name__}: no config fits target {target}:\n{lines}")
+        keep, pruned = self._prune_by_compiler(keep, pruned, {**named, **kwargs}, target)
         if self.early_config_prune is not None:
             chosen = list(self.early_config_prune(keep, named, **kwargs))
             if not chosen:
@@ -474,6 +477,41 @@ class Autotuner:
                 pruned += [(c, f"perf_model estimate {est[c]:.3g} not in top {top_k}") for c in ranked[top_k:]]
                 keep = ranked[:top_k]
         return keep, pruned
+
+    def compiler_verdict(self, config: Config, arguments: dict[str, Any], target: Any) -> tuple[str | None, int]:
+        """What Intel's compiler says of ``config`` for ``target``: (None, 0) when it neither
+        spills nor touches private memory in its hot loop, else (the reason, how bad: bytes)."""
+        ck = self.kernel.compile(target=target, **arguments, **config.all_kwargs())
+        b = ck.device_binary
+        if b.spill_bytes:
+            return (f"Intel's compiler ({b.toolchain}): spills {b.spill_bytes} B per thread in grf_mode "
+                    f"{ck.grf_mode!r} ({b.summary()})"), b.spill_bytes
+        if b.hot_loop is not None and b.hot_loop.private_sends:
+            return (f"Intel's compiler: {b.hot_loop.private_sends} private-memory sends in the hot loop "
+                    f"({b.summary()})"), b.private_bytes
+        return None, 0
+
+    def _prune_by_compiler(self, keep: list[Config], pruned: list[tuple[Config, str]], arguments: dict[str, Any],
+                           target: Any) -> tuple[list[Config], list[tuple[Config, str]]]:
+        """Drop the configs Intel's compiler says spill (or use private memory in the hot loop),
+        where the target is an Intel GPU and the compiler is installed. When every config does,
+        the least bad is kept and the pruned list says so: never silently."""
+        from .codegen.intel_compiler import find_toolchain
+        from .codegen.targets import get_target
+        t = get_target(target) if isinstance(target, str) else target
+        if self._interpreting() or t.ocloc_device is None or find_toolchain() is None:
+            return keep, pruned
+        verdicts = {c: self.compiler_verdict(c, arguments, t) for c in keep}
+        good = [c for c in keep if verdicts[c][0] is None]
+        pruned = pruned + [(c, verdicts[c][0]) for c in keep if verdicts[c][0] is not None]
+        if not good:
+            least = min(keep, key=lambda c: verdicts[c][1])
+            pruned = [(c, r) for c, r in pruned if c is not least]
+            warnings.warn(f"autotune of {self.fn.__name__} on {t.name}: every config that fits is slowed by "
+                          f"spills or private memory; keeping the least bad, {least}: {verdicts[least][0]}",
+                          stacklevel=4)
+            good = [least]
+        return good, pruned
 
     def _tune(self, key: tuple, args, kwargs, named, grid) -> Config:
         verbose = _env_flag("XEJIT_PRINT_AUTOTUNING")

@@ -53,7 +53,7 @@ def compiler_hash() -> str:
 
 def cache_key(kernel, module: Module, target: str, options: dict, emulate: bool) -> str:
     from .runtime.cache import key_of
-    return key_of("xejit-spv-v1", getattr(kernel, "source_hash", module.functions[0].name),
+    return key_of("xejit-spv-v2", getattr(kernel, "source_hash", module.functions[0].name),
                   module.attributes.get("specialization"), target, tuple(sorted(options.items())),
                   emulate, *_versions(), compiler_hash())
 
@@ -88,12 +88,16 @@ def compiled(kernel, module: Module, options: dict, device=None):
     if meta is None:
         ck = compile_kernel(module, target, num_subgroups=options.get("num_subgroups"),
                             num_stages=options.get("num_stages", 3),
-                            grf_mode=options.get("grf_mode", "default"), emulate=bool(emulate_target))
+                            grf_mode=options.get("grf_mode", "default"), emulate=bool(emulate_target),
+                            binary_cache=cache)
         spv = ck.spv
         meta = {"spv": base64.b64encode(spv).decode(), "name": ck.name, "signature": list(ck.signature),
-                "arg_plan": [list(p) for p in ck.arg_plan], "workgroup_size": list(ck.workgroup_size)}
+                "arg_plan": [list(p) for p in ck.arg_plan], "workgroup_size": list(ck.workgroup_size),
+                # grf_mode="auto" is resolved at compile time; the driver gets the chosen mode's option.
+                "build_options": "" if emulate_target else ck.build_options(device.backend)}
         cache.put(key, json.dumps(meta).encode())
-    prog = build_program(spv, device, validate=False)  # compile_kernel validated it
+    prog = build_program(spv, device, validate=False,  # compile_kernel validated it
+                         options=meta.get("build_options", ""))
     rk = prog.kernel(meta["name"], tuple(meta["signature"]))
     got = (rk, tuple(meta["signature"]), [tuple(p) for p in meta["arg_plan"]], tuple(meta["workgroup_size"]))
     _memo[key] = got

@@ -274,10 +274,13 @@ class Kernel:
         """Compile for ``target`` (default: the current device's) without launching.
 
         Works for every target whether or not its hardware is present; the result has
-        ``.asm["xetile" | "xetile-sg" | "xegpu" | "llir" | "spvasm" | "spv"]``, ``.report()`` and
-        ``.timings``. Arguments may be real arrays or anything with the same dtype/rank/layout.
+        ``.asm["xetile" | "xetile-sg" | "xegpu" | "llir" | "spvasm" | "spv"]``, for Intel GPU
+        targets also ``.asm["zebin" | "isa"]`` and ``.device_binary`` (Intel's compiler, built on
+        first use with the options of ``grf_mode``), ``.report()`` and ``.timings``. Arguments
+        may be real arrays or anything with the same dtype/rank/layout.
         """
         from .codegen.compiler import compile_kernel
+        from .runtime.cache import default_cache
 
         params, _, options, key = self.bind(args, kwargs)
         mod = self._module(params, options, key)
@@ -285,7 +288,8 @@ class Kernel:
             from .runtime import default_device
             target = default_device().target
         return compile_kernel(mod, target, num_subgroups=options["num_subgroups"],
-                              num_stages=options["num_stages"], grf_mode=options["grf_mode"], emulate=emulate)
+                              num_stages=options["num_stages"], grf_mode=options["grf_mode"], emulate=emulate,
+                              binary_cache=default_cache())
 
     def ir_text(self, *args, **kwargs) -> str:
         """The XeTile IR for these arguments as MLIR-like text."""

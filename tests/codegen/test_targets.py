@@ -7,7 +7,7 @@ from xejit.codegen.targets import TARGETS, check_block_shape, check_block_surfac
 
 
 def test_all_targets_present_and_frozen():
-    assert set(TARGETS) == {"pvc", "bmg", "lnl", "dg2", "generic"}
+    assert set(TARGETS) == {"pvc", "bmg", "lnl", "ptl", "dg2", "generic"}
     t = get_target("PVC")
     with pytest.raises(dataclasses.FrozenInstanceError):
         t.name = "x"

@@ -2,8 +2,10 @@
 
 Stages (docs/compiler.md): ``xetile`` (frontend IR) -> ``layout`` (propagate_layouts) ->
 ``xetile-sg`` (distribute_to_subgroups + cleanup) -> ``llir`` (generic lowering, or the XeGPU
-path for targets with DPAS) -> ``spv`` (LLVM SPIR-V backend, then spirv-val). ``XEJIT_DUMP=<dir>``
-writes each stage to ``<dir>/<kernel>.<stage>``.
+path for targets with DPAS) -> ``spv`` (LLVM SPIR-V backend, then spirv-val) -> for Intel GPU
+targets, ``zebin`` and ``isa`` (Intel's compiler, :mod:`xejit.codegen.intel_compiler`: built on
+first use, or at once for ``grf_mode="auto"`` and under ``XEJIT_DEVICE_BUILD=1``).
+``XEJIT_DUMP=<dir>`` writes each stage to ``<dir>/<kernel>.<stage>``.
 
 Example:
     >>> from xejit.ir.core import Builder, Function
@@ -24,7 +26,7 @@ from typing import Any, Callable
 from ..ir.core import Function, Module, VectorType
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
-from . import spirv
+from . import intel_compiler, spirv
 from .passes import (CompilerError, cleanup, clone_function, distribute_to_subgroups, pipelining,
                      propagate_layouts)
 from .targets import Target, get_target
@@ -33,16 +35,24 @@ __all__ = ["compile_kernel", "CompiledKernel", "CompilerError", "kernel_abi"]
 
 
 class _Asm(dict):
-    """The stages' text/bytes by name; ``spvasm`` is disassembled on first access."""
+    """The stages' text/bytes by name; ``lazy`` stages (``spvasm``; ``zebin`` and ``isa`` from
+    Intel's compiler) are made on first access."""
+
+    def __init__(self):
+        super().__init__()
+        self.lazy: dict[str, Callable[[], Any]] = {}
 
     def __missing__(self, key):
-        if key == "spvasm" and "spv" in self:
-            self["spvasm"] = spirv.disassemble(self["spv"])
-            return self["spvasm"]
+        if key in self.lazy:
+            self[key] = self.lazy[key]()
+            return self[key]
         raise KeyError(key)
 
     def __contains__(self, key):
-        return super().__contains__(key) or (key == "spvasm" and super().__contains__("spv"))
+        return super().__contains__(key) or key in self.lazy
+
+    def keys(self):
+        return list(dict.keys(self)) + [k for k in self.lazy if not dict.__contains__(self, k)]
 
 
 @dataclass
@@ -62,10 +72,39 @@ class CompiledKernel:
     regs_bytes_per_lane: int = 0
     slm_bytes: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    #: The register-file mode the module is built with (``"default"`` or ``"256"``; ``"auto"``
+    #: resolved) and why.
+    grf_mode: str = "default"
+    grf_reason: str = ""
+    binary_cache: Any = field(default=None, repr=False)
+    _binary: "intel_compiler.DeviceBinary | None" = field(default=None, repr=False)
 
     @property
     def spv(self) -> bytes:
         return self.asm["spv"]
+
+    @property
+    def has_device_binary(self) -> bool:
+        """Whether Intel's compiler can build this kernel (an Intel GPU target, not emulated)."""
+        return self.target.ocloc_device is not None and not self.options.get("emulate")
+
+    @property
+    def device_binary(self) -> "intel_compiler.DeviceBinary":
+        """What Intel's compiler made of the SPIR-V for this target and ``grf_mode`` (built on
+        first use; ``ToolchainMissingError`` without the toolchain)."""
+        if self._binary is None:
+            if not self.has_device_binary:
+                why = "emulated on the CPU device" if self.options.get("emulate") else "not an Intel GPU"
+                raise ValueError(f"kernel {self.name}: target {self.target.name} is {why}; "
+                                 "Intel's GPU compiler has nothing to build")
+            self._binary = intel_compiler.compile_spirv(self.spv, self.target, self.grf_mode, self.binary_cache)
+        return self._binary
+
+    def build_options(self, api: str) -> str:
+        """The program-build options the runtime passes for this kernel through ``api``
+        (``"level_zero"`` or ``"opencl"``): the large register file when ``grf_mode`` is 256."""
+        rf = self.target.registers
+        return rf.build_options(self.grf_mode, api) if rf is not None else ""
 
     def block(self, grid_rank: int) -> tuple[int, ...]:
         """The workgroup size for a grid of ``grid_rank`` axes (runtime launch's ``block``)."""
@@ -78,7 +117,7 @@ class CompiledKernel:
         if rf is None:
             return (f"~{self.regs_bytes_per_lane} B of live tile data per lane ({total} B per subgroup); "
                     f"target {self.target.name!r} has no register-file data")
-        grf = rf.large_grf_count if self.options.get("grf_mode") == "256" and rf.large_grf_count else rf.count
+        grf = rf.large_grf_count if self.grf_mode == "256" and rf.large_grf_count else rf.count
         need = -(-total // rf.bytes_each)
         text = f"~{total} B of tile data per subgroup = {need} of {grf} registers ({rf.bytes_each} B each)"
         if need > grf:
@@ -98,8 +137,31 @@ class CompiledKernel:
         lines.append(f"registers: {self.estimated_registers()}")
         if self.slm_bytes:
             lines.append(f"SLM: {self.slm_bytes} B per workgroup")
+        lines += self._device_report()
         lines.append("stage times: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.timings.items()))
         return "\n".join(lines)
+
+
+    def _device_report(self) -> list[str]:
+        if not self.has_device_binary:
+            return []
+        head = f"grf_mode: {self.grf_mode}" + (f" ({self.grf_reason})" if self.grf_reason else "")
+        if self._binary is None and intel_compiler.find_toolchain() is None:
+            return [head, "Intel GPU compiler: not installed (python -m xejit toolchain install); "
+                          "no register, spill or ISA figures"]
+        b = self.device_binary
+        lines = [head, f"Intel GPU compiler ({b.toolchain}), device {b.device}"
+                       + (f", options {b.options!r}" if b.options else "") + f": {b.summary()}",
+                 f"hot loop: {b.hot_loop_text()}"]
+        if b.spill_bytes:
+            lines.append(f"  SPILLS {b.spill_bytes} B per thread"
+                         + ("; grf_mode='256' or 'auto' may avoid it" if self.grf_mode == "default"
+                            and self.target.registers and self.target.registers.large_grf_count else ""))
+        others = [m for m in b.dpas_loops if m != b.hot_loop]
+        if others:
+            lines.append("other loops with DPAS (versions for boundary tiles): " + "; ".join(
+                f"{m.instructions} instructions, {m.per_dpas} per DPAS" for m in others))
+        return lines
 
 
 def kernel_abi(fn: Function):
@@ -216,12 +278,32 @@ def _check_slm(sg: Function, tgt: Target) -> int:
     return total
 
 
+def _estimated_grf_mode(tgt: Target, regs_bytes_per_lane: int) -> tuple[str, str]:
+    """``grf_mode="auto"`` without Intel's compiler: the large register file when the tile data
+    alone would not fit the default one."""
+    rf = tgt.registers
+    need = -(-regs_bytes_per_lane * tgt.subgroup_size // rf.bytes_each)
+    if rf.large_grf_count and need > rf.count:
+        return "256", f"auto, by estimate: ~{need} registers of tile data > {rf.count} (Intel's compiler not installed)"
+    return "default", f"auto, by estimate: ~{need} registers of tile data (Intel's compiler not installed)"
+
+
+def device_build_required() -> bool:
+    """``XEJIT_DEVICE_BUILD=1``: every module compiled for an Intel GPU target also goes through
+    Intel's compiler at once, and a module it rejects is an error of the compile."""
+    return os.environ.get("XEJIT_DEVICE_BUILD", "0") not in ("", "0")
+
+
 def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups: int | None = None,
-                   num_stages: int = 3, grf_mode: str = "default", emulate: bool = False) -> CompiledKernel:
+                   num_stages: int = 3, grf_mode: str = "default", emulate: bool = False,
+                   binary_cache: Any = None) -> CompiledKernel:
     """Compile one XeTile kernel for ``target``; every SPIR-V module returned passed spirv-val.
 
     The path is chosen from target data: a target with DPAS goes through the XeGPU lowering
     (``xejit.codegen.lower_xegpu.lower``), any other through :mod:`xejit.codegen.lower_generic`.
+    For Intel GPU targets ``grf_mode="auto"`` is resolved here by Intel's compiler (the default
+    register file unless it spills), or by the register estimate when the compiler is not
+    installed. ``binary_cache`` (``get``/``put`` of bytes) keeps Intel's compiler's binaries.
     """
     if isinstance(fn, Module):
         fn = fn.functions[0]
@@ -290,10 +372,30 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     st.run("spirv-val", spirv.validate, spv)
     asm["spv"] = spv
     st.write("spv", spv)
+    asm.lazy["spvasm"] = lambda: spirv.disassemble(spv)
     if st.dump:
         st.write("spvasm", asm["spvasm"])
-    return CompiledKernel(
+    ck = CompiledKernel(
         name=fn.name, target=tgt, asm=asm, signature=tuple(kinds), arg_plan=list(plan),
         workgroup_size=(nsg * lanes, 1, 1), num_subgroups=nsg, timings=st.timings, path=path,
         instructions=instructions, fallbacks=fallbacks, regs_bytes_per_lane=_live_tile_bytes(sg, lanes, packed=tgt.dpas is not None),
-        slm_bytes=slm, options=options)
+        slm_bytes=slm, options=options, binary_cache=binary_cache)
+    if not ck.has_device_binary:
+        ck.grf_mode = "default" if grf_mode == "auto" else grf_mode
+        return ck
+    asm.lazy["zebin"] = lambda: ck.device_binary.zebin
+    asm.lazy["isa"] = lambda: ck.device_binary.isa
+    if grf_mode == "auto":
+        if intel_compiler.find_toolchain() is not None:
+            ck._binary, why = st.run("intel-compiler", intel_compiler.choose_grf_mode, spv, tgt, binary_cache)
+            ck.grf_mode, ck.grf_reason = ck._binary.grf_mode, f"auto: {why}"
+        else:
+            ck.grf_mode, ck.grf_reason = _estimated_grf_mode(tgt, ck.regs_bytes_per_lane)
+    else:
+        ck.grf_mode = grf_mode
+    if ck._binary is None and (device_build_required() or (st.dump and intel_compiler.find_toolchain())):
+        ck._binary = st.run("intel-compiler", lambda: ck.device_binary)
+    if st.dump and ck._binary is not None:
+        st.write("zebin", ck._binary.zebin)
+        st.write("isa", ck._binary.isa)
+    return ck

@@ -115,6 +115,20 @@ class RegisterFile:
     count: int
     bytes_each: int
     large_grf_count: Optional[int] = None   # registers in large-GRF ("256") mode
+    #: The build option that selects large-GRF mode, per program-build API (HARDWARE.md: Level
+    #: Zero and ocloc spell it -ze-opt-large-register-file, OpenCL -cl-intel-256-GRF-per-thread).
+    large_grf_options: tuple[tuple[str, str], ...] = ()
+    #: Registers the resource model leaves to the compiler (addresses, block descriptors, loop
+    #: state, DPAS operand staging). Measured with Intel's compiler on pvc/bmg GEMMs: tile data
+    #: filling 128 of 128 registers spills 2.2 KB; 224 of 256 does not.
+    reserved: int = 32
+
+    def build_options(self, grf_mode: str, api: str) -> str:
+        """The build options for ``grf_mode`` (``"default"`` or ``"256"``) through ``api``
+        (``"level_zero"``, ``"opencl"`` or ``"ocloc"``)."""
+        if grf_mode != "256" or self.large_grf_count is None:
+            return ""
+        return dict(self.large_grf_options).get("level_zero" if api == "ocloc" else api, "")
 
     @property
     def bytes_total(self) -> int:
@@ -140,6 +154,8 @@ class Target:
     #: ``xejit.matmul`` pads them (measured on the CPU device, docs/compiler.md); None: never.
     conflict_pitch_bytes: Optional[int] = None
     emulatable: bool = False
+    #: The ``-device`` name Intel's offline compiler (ocloc) builds for; None: not an Intel GPU.
+    ocloc_device: Optional[str] = None
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -162,6 +178,11 @@ _EXT_2D = "SPV_INTEL_2d_block_io"
 _EXT_BF16 = "SPV_INTEL_bfloat16_conversion"
 _EXT_CACHE = "SPV_INTEL_cache_controls"
 
+_LARGE_GRF_OPTIONS = (("level_zero", "-ze-opt-large-register-file"), ("opencl", "-cl-intel-256-GRF-per-thread"))
+# 128 x 64-byte registers per thread, 256 in large-GRF mode (HARDWARE.md; for Xe2/Xe3 assumed equal
+# and confirmed by Intel's compiler: grf_count 256 in .ze_info with the large-GRF option).
+_XE_GRF = RegisterFile(count=128, bytes_each=64, large_grf_count=256, large_grf_options=_LARGE_GRF_OPTIONS)
+
 _XE_HPC_XE2_DPAS = DpasSpec(
     n=16,
     k_by_type=_k(("tf32", "bf16", "fp16", "int8", "uint8")),
@@ -178,11 +199,12 @@ TARGETS: dict[str, Target] = {
         subgroup_sizes=(16, 32),            # DESIGN.md: 16
         dpas=_XE_HPC_XE2_DPAS,              # HARDWARE.md: M<=8, N=16, K=32 bytes
         block_io=BlockIOLimits(),           # HARDWARE.md "2D block IO (PVC, Xe2)"
-        registers=RegisterFile(count=128, bytes_each=64, large_grf_count=256),  # HARDWARE.md
+        registers=_XE_GRF,                  # HARDWARE.md
         slm_bytes=128 * 1024,               # HARDWARE.md: 128 KB per Xe core
         named_barriers=32,                  # HARDWARE.md: up to 32 per Xe core
         spirv_extensions=(_EXT_SUBGROUPS, _EXT_DPAS, _EXT_2D, _EXT_BF16, _EXT_CACHE),
         emulatable=True,
+        ocloc_device="pvc",
     ),
     "bmg": Target(
         name="bmg",
@@ -190,11 +212,12 @@ TARGETS: dict[str, Target] = {
         subgroup_sizes=(16, 32),
         dpas=_XE_HPC_XE2_DPAS,              # HARDWARE.md / MLIR uArch IntelGpuXe2.h
         block_io=BlockIOLimits(),
-        registers=RegisterFile(count=128, bytes_each=64, large_grf_count=256),  # assumed = Xe-HPC GRF
+        registers=_XE_GRF,                  # assumed = Xe-HPC GRF
         slm_bytes=128 * 1024,               # assumed = Xe-HPC per Xe core (not in HARDWARE.md)
         named_barriers=32,                  # assumed = Xe-HPC (not in HARDWARE.md)
         spirv_extensions=(_EXT_SUBGROUPS, _EXT_DPAS, _EXT_2D, _EXT_BF16, _EXT_CACHE),
         emulatable=True,
+        ocloc_device="bmg",
         notes=("register/SLM/barrier figures assumed equal to pvc",),
     ),
     "lnl": Target(
@@ -203,12 +226,28 @@ TARGETS: dict[str, Target] = {
         subgroup_sizes=(16, 32),
         dpas=_XE_HPC_XE2_DPAS,
         block_io=BlockIOLimits(),
-        registers=RegisterFile(count=128, bytes_each=64, large_grf_count=256),  # assumed = Xe-HPC GRF
+        registers=_XE_GRF,                  # assumed = Xe-HPC GRF
         slm_bytes=128 * 1024,               # assumed
         named_barriers=32,                  # assumed
         spirv_extensions=(_EXT_SUBGROUPS, _EXT_DPAS, _EXT_2D, _EXT_BF16, _EXT_CACHE),
         emulatable=True,
+        ocloc_device="lnl",
         notes=("register/SLM/barrier figures assumed equal to pvc",),
+    ),
+    "ptl": Target(
+        name="ptl",
+        description="Intel Core Ultra series 3 (Panther Lake, Xe3-LPG)",
+        subgroup_sizes=(16, 32),
+        dpas=_XE_HPC_XE2_DPAS,              # DESIGN.md: as Xe2
+        block_io=BlockIOLimits(),
+        registers=_XE_GRF,                  # assumed = Xe2
+        slm_bytes=128 * 1024,               # assumed
+        named_barriers=32,                  # assumed
+        spirv_extensions=(_EXT_SUBGROUPS, _EXT_DPAS, _EXT_2D, _EXT_BF16, _EXT_CACHE),
+        emulatable=True,
+        ocloc_device="ptl",
+        notes=("register/SLM/barrier figures assumed equal to Xe2; Intel's compiler builds our DPAS / 2D block "
+               "modules for it (the ptl tests)",),
     ),
     "dg2": Target(
         name="dg2",
@@ -225,6 +264,7 @@ TARGETS: dict[str, Target] = {
         named_barriers=0,                   # named barriers are an Xe-HPC addition
         spirv_extensions=(_EXT_SUBGROUPS, _EXT_DPAS, _EXT_BF16),
         emulatable=True,
+        ocloc_device="acm-g10",
         notes=("register/SLM figures not in HARDWARE.md",),
     ),
     "generic": Target(
@@ -243,7 +283,7 @@ TARGETS: dict[str, Target] = {
 
 
 def get_target(name: str) -> Target:
-    """The descriptor of target ``name`` (``pvc``, ``bmg``, ``lnl``, ``dg2``, ``generic``)."""
+    """The descriptor of target ``name`` (``pvc``, ``bmg``, ``lnl``, ``ptl``, ``dg2``, ``generic``)."""
     try:
         return TARGETS[name.lower()]
     except (KeyError, AttributeError):

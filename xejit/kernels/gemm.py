@@ -103,6 +103,7 @@ CONFIGS: dict[str, list[Config]] = {
     "pvc": _XE_CONFIGS,
     "bmg": _XE_CONFIGS,
     "lnl": _XE_CONFIGS,
+    "ptl": _XE_CONFIGS,
     "dg2": _DG2_CONFIGS,
     "generic": _GENERIC_CONFIGS,
 }

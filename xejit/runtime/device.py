@@ -2,7 +2,7 @@
 
 Example:
     >>> dev = default_device()
-    >>> dev.target in ("pvc", "bmg", "lnl", "dg2", "generic")
+    >>> dev.target in ("pvc", "bmg", "lnl", "ptl", "dg2", "generic")
     True
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..codegen.errors import DeviceError
 # device tables). PCI device ids would be more exact but dpctl does not expose them.
 _NAME_TO_TARGET = (
     (re.compile(r"Data Center GPU Max|Ponte Vecchio|\bPVC\b", re.I), "pvc"),
+    (re.compile(r"Arc\(TM\) B3\d0|Panther Lake|\bPTL\b", re.I), "ptl"),
     (re.compile(r"Arc\(TM\) B\d{3}|Battlemage|\bBMG\b", re.I), "bmg"),
     (re.compile(r"Arc\(TM\) 1[34]0V|Lunar Lake|\bLNL\b", re.I), "lnl"),
     (re.compile(r"Arc\(TM\) A\d{3}|Data Center GPU Flex|\bDG2\b|Alchemist", re.I), "dg2"),

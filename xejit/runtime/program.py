@@ -25,7 +25,7 @@ from .device import Device, default_device
 if TYPE_CHECKING:
     from .launch import Kernel
 
-_programs: dict[tuple[str, str], "Program"] = {}
+_programs: dict[tuple[str, str, str], "Program"] = {}
 _lock = threading.Lock()
 
 
@@ -58,18 +58,20 @@ def _keep_for_repro(spv: bytes) -> str:
 
 
 def build_program(spv: bytes, device: Device | None = None, *, validate: bool = True,
-                  keep_failed: bool = True) -> Program:
+                  keep_failed: bool = True, options: str = "") -> Program:
     """Build ``spv`` for ``device`` (default: :func:`default_device`); built once per process.
 
     ``validate`` runs spirv-val first, so a malformed module is reported by the validator with
     the failing instruction rather than by the driver (or not at all). ``keep_failed`` keeps a
     module the driver rejects on disk for a rerun (probes that expect rejection turn it off).
+    ``options`` are the driver's build options (``CompiledKernel.build_options`` gives the
+    large-register-file option of ``grf_mode="256"`` in the device backend's spelling).
     """
     import dpctl.program as dp
 
     device = device or default_device()
     sha = hashlib.sha256(spv).hexdigest()
-    key = (sha, device.filter_string)
+    key = (sha, device.filter_string, options)
     with _lock:
         prog = _programs.get(key)
     if prog is not None:
@@ -77,15 +79,16 @@ def build_program(spv: bytes, device: Device | None = None, *, validate: bool = 
     if validate:
         spirv.validate(spv)
     try:
-        sycl_program = dp.create_program_from_spirv(device.queue, spv)
+        sycl_program = dp.create_program_from_spirv(device.queue, spv, options)
     except Exception as e:  # SyclProgramCompilationError carries little; keep the module for a rerun
         reason = str(e).strip() or "the driver gave no build log"
         where = ""
         if keep_failed:
             path = _keep_for_repro(spv)
             where = f"\nmodule kept at {path} (inspect with: spirv-dis {path})"
-        raise BuildError(
-            f"the {device.backend} driver could not build the program for {device.name}: {reason}{where}") from None
+        with_options = f" with options {options!r}" if options else ""
+        raise BuildError(f"the {device.backend} driver could not build the program for {device.name}"
+                         f"{with_options}: {reason}{where}") from None
     prog = Program(device, sycl_program, sha)
     with _lock:
         _programs[key] = prog

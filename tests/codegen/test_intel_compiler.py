@@ -1,0 +1,199 @@
+"""Intel's GPU compiler in the loop: the toolchain, device binaries, grf_mode, the ISA's hot loop.
+
+These tests need ocloc (the README's test command installs it with ``python -m xejit toolchain
+install``); without it they fail, never skip.
+"""
+import os
+
+import numpy as np
+import pytest
+
+from xejit.codegen import isa
+from xejit.codegen.intel_compiler import compile_spirv, find_toolchain, require_toolchain
+from xejit.codegen.targets import TARGETS, get_target
+from xejit.ir.core import f32
+from xejit.kernels.gemm import configs_for, gemm_kernel
+
+from tests.compiler.kernels import matmul
+
+F16 = np.float16
+
+
+def _gemm_args(dtype=F16, M=4096, N=4096, K=4096, acc=np.float32):
+    return (np.empty((M, K), dtype), np.empty((K, N), dtype), np.empty((M, N), acc), M, N, K)
+
+
+# --- the ISA reader, as text -------------------------------------------------------------------
+
+LISTING = """
+L0:
+(W)     mov (1|M0)               r1.0<1>:ud    0x0:ud
+L100:
+        send.ugm (1|M0)          r35  r231  null:0  0x0  0x03F00283  {$21} // wr:1+0, rd:31; load_block2d.ugm.d16v.a64
+        send.ugm (1|M0)          null r230  null:0  0x0  0x02080203  {$24} // wr:1+0, rd:0; load_block2d.ugm.d16.a64.ca.c
+(W)     send.dc0 (16|M0)         null r0    r16:2   0x0  0x020F2084  {$2} // wr:1h+2, rd:0; hword scratch block write x4
+(W)     send.ugm (1|M0)          null r36  r17:2  0x88000000:a0.2  0x4200E504  {$1} // wr:1+2, rd:0; store.ugm.d32x32t.a32.ss[a0.2][A-0xF000]
+        send.ugm (16|M0)         r4   r8   null:0  a0.0  0x42483500  {$7} // wr:1+0, rd:4; load.ugm.d32x4.a32.ca.ca.ss[a0.0]
+        dpas.8x8 (16|M0)         r222:f  r222:f  r35:hf  r67.0:hf {Atomic,Compacted,$21.dst}
+        dpas.8x8 (16|M0)         r214:f  r214:f  r51:hf  r67.0:hf {Compacted}
+(W&~f3.1) jmpi                               L200
+(W)     add (1|M0)               r1.4<1>:q     r1.4<0;1,0>:q     32:w
+(W)     jmpi                                 L100
+L200:
+        send.ugm (1|M0)          null r5  r6:8  0x0  0x020E0207  {$3} // wr:1+8, rd:0; store_block2d.ugm.d16.a64
+"""
+
+
+def test_isa_loops_and_send_kinds():
+    listing = isa.parse(LISTING)
+    assert [x for x in listing if isinstance(x, str)] == ["L0", "L100", "L200"]
+    assert isa.loops(listing) == [(2, 12)]          # the backward jmpi; the forward exit is not a loop
+    kinds = [i.send_kind() for i in listing if isinstance(i, isa.Instruction) and i.is_send]
+    assert kinds == ["block_load", "prefetch", "spill", "spill", "private", "block_store"]
+    m = isa.hot_loop(listing)
+    assert (m.instructions, m.dpas, m.block_loads, m.prefetches, m.spill_sends, m.private_sends) == (10, 2, 1, 1, 2, 1)
+    assert m.per_dpas == 5.0 and m.ideal_per_dpas == (2 + 1 + 1 + 4) / 2
+
+
+def test_hot_loop_is_the_fast_version_of_a_versioned_loop():
+    fast = "L1:\n dpas.8x8 (16|M0) r1:f r1:f r2:hf r3.0:hf\n(W) jmpi L1\n"
+    slow = "L2:\n dpas.8x8 (16|M0) r1:f r1:f r2:hf r3.0:hf\n" + " add (1|M0) r1.0<1>:d r1.0<0;1,0>:d 1:w\n" * 9 + "(W) jmpi L2\n"
+    listing = isa.parse(slow + fast)
+    assert isa.hot_loop(listing).instructions == 2
+    assert isa.hot_loop(isa.parse("L0:\n add (1|M0) r1.0<1>:d r1.0<0;1,0>:d 1:w\n")) is None
+
+
+# --- the toolchain and device binaries -----------------------------------------------------------
+
+def test_toolchain_is_installed():
+    tc = require_toolchain()       # fails (never skips) when the README's install step did not run
+    assert tc.version and os.path.exists(tc.command[0])
+    assert find_toolchain() is tc
+
+
+def test_every_gpu_target_names_its_compiler_device():
+    gpus = {n for n, t in TARGETS.items() if t.ocloc_device}
+    assert gpus == {"pvc", "bmg", "lnl", "ptl", "dg2"}
+    assert get_target("generic").ocloc_device is None
+    with pytest.raises(ValueError, match="not an Intel GPU"):
+        compile_spirv(b"", "generic")
+
+
+def test_grf_mode_build_options_per_api():
+    rf = get_target("pvc").registers
+    assert rf.build_options("256", "level_zero") == "-ze-opt-large-register-file"
+    assert rf.build_options("256", "opencl") == "-cl-intel-256-GRF-per-thread"
+    assert rf.build_options("256", "ocloc") == "-ze-opt-large-register-file"
+    assert rf.build_options("default", "level_zero") == ""
+    assert get_target("dg2").registers.build_options("256", "level_zero") == ""
+
+
+@pytest.fixture(scope="module")
+def readme_gemm():
+    """The README / DESIGN.md GEMM config (256x256x32, 32 subgroups, fp16) on pvc, per grf_mode."""
+    return {g: matmul.compile(*_gemm_args(), target="pvc", BM=256, BN=256, BK=32, num_subgroups=32, grf_mode=g)
+            for g in ("256", "auto", "default")}
+
+
+def test_grf_mode_256_reaches_the_compiler_and_does_not_spill(readme_gemm):
+    ck = readme_gemm["256"]
+    b = ck.device_binary
+    assert b.grf_count == 256 and b.spill_bytes == 0 and b.simd_size == 16
+    assert b.options == "-ze-opt-large-register-file"
+    assert ck.asm["zebin"][:4] == b"\x7fELF" and "dpas" in ck.asm["isa"]
+    assert ck.build_options("level_zero") == "-ze-opt-large-register-file"
+    # the k-loop: DPAS count per k-step is the tile arithmetic, 64x32 subgroup tile, BK 32, fp16
+    assert b.hot_loop.dpas == (64 // 8) * (32 // 16) * (32 // 16)
+    assert b.hot_loop.spill_sends == 0 and b.hot_loop.block_loads >= 3
+
+
+def test_grf_mode_auto_picks_the_large_file_when_default_spills(readme_gemm):
+    auto, default = readme_gemm["auto"], readme_gemm["default"]
+    assert default.device_binary.grf_count == 128 and default.device_binary.spill_bytes > 0
+    assert "SPILLS" in default.report()
+    assert auto.grf_mode == "256" and auto.device_binary.spill_bytes == 0
+    assert "auto: the default register file spills" in auto.report()
+    assert auto.build_options("opencl") == "-cl-intel-256-GRF-per-thread"
+
+
+def test_auto_keeps_default_when_it_does_not_spill():
+    ck = matmul.compile(*_gemm_args(), target="bmg", BM=64, BN=64, BK=16, num_subgroups=4, grf_mode="auto")
+    assert ck.grf_mode == "default" and ck.device_binary.grf_count == 128 and ck.device_binary.spill_bytes == 0
+    assert ck.build_options("level_zero") == ""
+
+
+def test_emulated_and_generic_modules_have_no_device_binary():
+    ck = matmul.compile(*_gemm_args(np.float32, 64, 64, 64, np.float32), target="generic", BM=8, BN=16, BK=8)
+    assert not ck.has_device_binary and "zebin" not in ck.asm
+    with pytest.raises(ValueError, match="not an Intel GPU"):
+        ck.device_binary
+    em = matmul.compile(*_gemm_args(F16, 64, 64, 64), target="pvc", emulate=True, BM=32, BN=32, BK=32)
+    with pytest.raises(ValueError, match="emulated"):
+        em.device_binary
+
+
+def test_dump_writes_zebin_and_isa(tmp_path, monkeypatch):
+    monkeypatch.setenv("XEJIT_DUMP", str(tmp_path))
+    matmul.compile(*_gemm_args(F16, 256, 256, 256), target="lnl", BM=32, BN=32, BK=32, num_subgroups=1)
+    assert (tmp_path / "matmul.zebin").read_bytes()[:4] == b"\x7fELF"
+    assert "dpas" in (tmp_path / "matmul.isa").read_text()
+
+
+@pytest.mark.parametrize("target", ["ptl", "dg2"])
+def test_other_gpu_targets_build(target):
+    """Xe3 (ptl) builds our DPAS / 2D block modules; dg2 builds its block-read DPAS modules."""
+    ck = matmul.compile(*_gemm_args(F16, 256, 256, 256), target=target, BM=32, BN=32, BK=32, num_subgroups=2)
+    b = ck.device_binary
+    assert b.device == get_target(target).ocloc_device and b.hot_loop is not None and b.hot_loop.dpas > 0
+
+
+def test_rejected_module_is_an_error_with_a_rerun_command():
+    # a pvc module (2D block IO) built for dg2, which has no 2D block IO: Intel's compiler rejects it
+    spv = matmul.compile(*_gemm_args(F16, 256, 256, 256), target="pvc", BM=32, BN=32, BK=32).spv
+    from xejit.codegen.errors import ToolError
+    with pytest.raises(ToolError, match="(?s)could not build.*rerun: .*-device acm-g10"):
+        compile_spirv(spv, "dg2")
+
+
+# --- the library GEMM: DPAS per k-step and no spills in what the autotuner can choose ---------------
+
+def _dpas_per_kstep(target, est, bk, k):
+    t = get_target(target)
+    sm, sn = est["sg_tile"]
+    return -(-sm // t.dpas.max_m) * (sn // t.dpas.n) * (bk // k)
+
+
+@pytest.mark.parametrize("target", ["pvc", "bmg"])
+def test_library_gemm_configs_the_autotuner_can_choose_do_not_spill(target):
+    from xejit.autotuner import estimate_gemm
+    a, b, c, M, N, K = _gemm_args()
+    chosen = 0
+    for cfg in configs_for(target):
+        kw = cfg.kwargs
+        est = estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, f32)
+        if est["problems"]:
+            continue            # pruned by the resource model before the compiler is asked
+        chosen += 1
+        ck = gemm_kernel.compile(a, b, a, c, M, N, K, target=target, **kw, num_subgroups=cfg.num_subgroups,
+                                 num_stages=cfg.num_stages, grf_mode=cfg.grf_mode)
+        bin_ = ck.device_binary
+        where = f"{target} {cfg}"
+        assert bin_.hot_loop.dpas == _dpas_per_kstep(target, est, kw["BK"], 16), where
+        assert bin_.spill_bytes == 0, f"{where}: spills {bin_.spill_bytes} B ({bin_.summary()})"
+    assert chosen >= 6
+
+
+def test_autotuner_prunes_configs_that_spill_with_the_compilers_reason(capsys):
+    import xejit
+    spills = xejit.Config({"BM": 256, "BN": 256, "BK": 32}, num_subgroups=32, grf_mode="default")
+    fits = xejit.Config({"BM": 64, "BN": 64, "BK": 16}, num_subgroups=4)
+    tuner = xejit.autotune([spills, fits], key=["M", "N", "K"])(matmul)   # no resource model: only the compiler
+    a, b, c, M, N, K = _gemm_args()
+    keep, pruned = tuner.prune(dict(a=a, b=b, c=c, M=M, N=N, K=K), {}, target="pvc")
+    assert keep == [fits]
+    assert [cfg for cfg, _ in pruned] == [spills]
+    assert "Intel's compiler" in pruned[0][1] and "spills" in pruned[0][1] and "grf_mode 'default'" in pruned[0][1]
+    with pytest.warns(UserWarning, match="least bad"):
+        keep, pruned = xejit.autotune([spills], key=["M"])(matmul).prune(dict(a=a, b=b, c=c, M=M, N=N, K=K), {},
+                                                                          target="pvc")
+    assert keep == [spills] and pruned == []
