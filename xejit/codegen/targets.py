@@ -119,9 +119,10 @@ class RegisterFile:
     #: Zero and ocloc spell it -ze-opt-large-register-file, OpenCL -cl-intel-256-GRF-per-thread).
     large_grf_options: tuple[tuple[str, str], ...] = ()
     #: Registers the resource model leaves to the compiler (addresses, block descriptors, loop
-    #: state, DPAS operand staging). Measured with Intel's compiler on pvc/bmg GEMMs: tile data
-    #: filling 128 of 128 registers spills 2.2 KB; 224 of 256 does not.
-    reserved: int = 32
+    #: state). Measured with Intel's compiler (benchmarks/bench_device_code.py) on pvc/bmg/lnl
+    #: GEMMs: tile data filling 128 of 128 registers spills 0.6-2.4 KB; 104 of 128 and 224 of
+    #: 256 do not.
+    reserved: int = 16
 
     def build_options(self, grf_mode: str, api: str) -> str:
         """The build options for ``grf_mode`` (``"default"`` or ``"256"``) through ``api``
