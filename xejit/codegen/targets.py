@@ -248,7 +248,8 @@ TARGETS: dict[str, Target] = {
         emulatable=True,
         ocloc_device="ptl",
         notes=("register/SLM/barrier figures assumed equal to Xe2; Intel's compiler builds our DPAS / 2D block "
-               "modules for it (the ptl tests)",),
+               "modules for it (the ptl tests) and, without the large-GRF option, sizes the register file per "
+               "kernel (96-256 registers seen in .ze_info)",),
     ),
     "dg2": Target(
         name="dg2",
