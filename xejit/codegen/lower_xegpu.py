@@ -88,6 +88,8 @@ _IBIN = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "arith.d
 _IMINMAX = {"arith.maxsi": (">", True), "arith.minsi": ("<", True), "arith.maxui": (">", False),
             "arith.minui": ("<", False)}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# Per-lane fallback accesses up to this many elements are unrolled (constant buffer indices).
+_UNROLL_ELEMENTS = 128
 
 
 def reg_type(t: ScalarType) -> ir.Type:
@@ -695,6 +697,20 @@ class XeGPULowering:
         b.branch(head)
         b.position_at_end(done)
 
+    def each_element(self, n: int):
+        """This lane's ``n`` elements, as i64 indices: unrolled with constant indices up to
+        ``_UNROLL_ELEMENTS`` (the buffers they fill then stay in registers -- a loop index into
+        a private array puts it in private memory, 512-4096 B a thread in GEMMs), an LLVM loop
+        beyond (keeps code small for huge blocks)."""
+        # dg2's block-read path keeps the loop: unrolled, LLVM turns its i8 buffers into
+        # <32 x i8> phis that the SPIR-V backend cannot legalize (dg2 has its own issue).
+        if n <= _UNROLL_ELEMENTS and self.target.block_io is not None:
+            for i in range(n):
+                yield I64(i)
+        else:
+            with self.for_range(n) as e:
+                yield e
+
     def gather_block(self, td: TD, out_t: VectorType, r0, c0, mode: str, pad, buf, off: int) -> None:
         """Read this lane's fragment of a block element-wise into ``buf`` (see _gather_body)."""
         self._gather_body(td, out_t, r0, c0, mode, pad, buf, off)
@@ -706,7 +722,7 @@ class XeGPULowering:
         b = self.b
         ety = reg_type(out_t.dtype)
         unit = self.unit_ty(out_t)
-        with self.for_range(per_lane_count(out_t.shape, self.sg)) as e:
+        for e in self.each_element(per_lane_count(out_t.shape, self.sg)):
             r, c = self.coords_dyn(tuple(out_t.shape[:2]), e)
             if mode == "plain":
                 val = self.load_elem(td, b.add(r0, r), b.add(c0, c), ety, pad)
@@ -741,7 +757,7 @@ class XeGPULowering:
         b = self.b
         ety = reg_type(val_t.dtype)
         h, w = val_t.shape
-        with self.for_range(per_lane_count(val_t.shape, self.sg)) as e:
+        for e in self.each_element(per_lane_count(val_t.shape, self.sg)):
             r, c = self.coords_dyn((h, w), e)
             ptr, ok = self.elem_ptr(td, b.add(r0, r), b.add(c0, c), ety)
             if w <= self.sg and h % (self.sg // w):   # lanes past the last row hold nothing
@@ -758,8 +774,11 @@ class XeGPULowering:
         eb = td.type.dtype.bitwidth // 8
         # 2D block IO needs a 64-byte aligned base: align it down and move x / widen the surface
         # by the same amount (as Triton does). Emulated instructions follow the same path.
-        addr = b.ptrtoint(td.arr.ptr, I64)
-        off = b.and_(addr, I64(63))
+        # The byte offset in 32 bits straight from the pointer: LLVM narrows a 64-bit one when
+        # only its low bits are used, and the SPIR-V backend then types the mix wrongly
+        # (spirv-val: "operands to have the same bit width").
+        off32 = b.and_(b.ptrtoint(td.arr.ptr, I32), I32(63))
+        off = b.zext(off32, I64)
         base = b.gep(td.arr.ptr, [b.neg(off)], source_etype=I8)
         width = b.add(b.mul(td.W, I64(eb)), off)
         pitch = b.mul(td.s0, I64(eb))
@@ -769,14 +788,18 @@ class XeGPULowering:
         for v in (pitch, width, td.H):
             ok = b.and_(ok, b.icmp_signed("<", v, I64(lim.max_surface)))
         ok = b.and_(ok, b.icmp_signed(">=", pitch, width))
-        return base, b.trunc(width, I32), b.trunc(td.H, I32), b.trunc(pitch, I32), off, ok
+        return base, b.trunc(width, I32), b.trunc(td.H, I32), b.trunc(pitch, I32), off32, ok
 
     def surface(self, td: TD, unit_bytes: int, eb: int):
         """(aligned base, width bytes, height, pitch bytes, (x in units, y), surface-ok flag)."""
         b = self.b
         base, width, height, pitch, off, ok = td.surf if td.surf is not None else self.make_surface(td)
-        x = b.sdiv(b.add(b.mul(td.col, I64(eb)), off), I64(unit_bytes))
-        coord = b.insert_element(ir.Constant(emu.V2I32, ir.Undefined), b.trunc(x, I32), I32(0))
+        # x in units of the block's elements: 32-bit arithmetic and a shift (unit_bytes is a
+        # power of two), not a 64-bit signed divide -- this runs every k-step.
+        x = b.add(b.mul(b.trunc(td.col, I32), I32(eb)), off)
+        if unit_bytes > 1:
+            x = b.ashr(x, I32(unit_bytes.bit_length() - 1))
+        coord = b.insert_element(ir.Constant(emu.V2I32, ir.Undefined), x, I32(0))
         coord = b.insert_element(coord, b.trunc(td.row, I32), I32(1))
         return base, width, height, pitch, coord, ok
 
