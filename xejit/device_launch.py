@@ -19,6 +19,7 @@ import numpy as np
 
 from .codegen.compiler import compile_kernel
 from .codegen.errors import ArgumentError
+from .errors import XejitValueError
 from .ir.core import Module
 
 _memo: dict[str, tuple[Any, tuple, list, tuple]] = {}
@@ -58,12 +59,24 @@ def cache_key(kernel, module: Module, target: str, options: dict, emulate: bool)
                   emulate, *_versions(), compiler_hash())
 
 
+def emulated_target() -> str | None:
+    """The target ``XEJIT_EMULATE`` names (None when unset or empty); an unknown name is a
+    ValueError listing the known targets, before anything is compiled."""
+    name = os.environ.get("XEJIT_EMULATE")
+    if not name:
+        return None
+    from .codegen.targets import TARGETS
+    if name.lower() not in TARGETS:
+        raise XejitValueError(f"XEJIT_EMULATE={name!r} names no target; known targets: {', '.join(TARGETS)}")
+    return name
+
+
 def compiled(kernel, module: Module, options: dict, device=None):
     """(runtime kernel, signature, arg plan, workgroup size) for ``module`` on ``device``."""
     from .runtime import build_program, default_cache, default_device
 
     device = device or default_device()
-    emulate_target = os.environ.get("XEJIT_EMULATE")
+    emulate_target = emulated_target()
     target = emulate_target or device.target
     # Fast path for repeated launches: the jit keeps one Module object per specialization, so
     # its identity (checked, not just its id) stands for the specialization without hashing.

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import XejitError
+from .errors import XejitError, XejitTypeError, XejitValueError
 from .frontend.codegen import Param, build_module
 from .ir import Buffer, Interpreter, print_module
 from .ir.core import ArrayType, Module, ScalarType, bf16, f32, index, scalar_type_from_numpy
@@ -73,13 +73,13 @@ def array_facts(x: Any) -> tuple[ScalarType, tuple[int, ...], tuple[int, ...], i
     if _is_torch(x):
         tmap = _torch_dtypes()
         if x.dtype not in tmap:
-            raise XejitError(f"unsupported torch dtype {x.dtype}")
+            raise XejitTypeError(f"unsupported torch dtype {x.dtype}")
         return tmap[x.dtype], tuple(x.shape), tuple(x.stride()), x.data_ptr()
     arr = x if isinstance(x, np.ndarray) else np.asarray(x)
     try:
         dt = scalar_type_from_numpy(arr.dtype)
     except KeyError:
-        raise XejitError(f"unsupported array dtype {arr.dtype} (kernels take bfloat16, float16, float32, "
+        raise XejitTypeError(f"unsupported array dtype {arr.dtype} (kernels take bfloat16, float16, float32, "
                          f"int8, uint8, int32, int64 arrays)") from None
     return (dt, arr.shape, tuple(s // arr.itemsize for s in arr.strides),
             arr.__array_interface__["data"][0])
@@ -94,7 +94,7 @@ def memory_order(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...
             return (1, 0)
         if strides[0] == 1 or shape[0] == 1:
             return (0, 1)
-        raise XejitError(f"array with strides {list(strides)} has no contiguous dimension; "
+        raise XejitValueError(f"array with strides {list(strides)} has no contiguous dimension; "
                          f"pass a row- or column-major array (e.g. .contiguous())")
     return tuple(range(len(shape) - 1, -1, -1))
 
@@ -104,13 +104,16 @@ def specialize_arg(x: Any) -> ArraySpec | str:
         return "int"
     if isinstance(x, (float, np.floating)):
         return "float"
+    if isinstance(x, np.ma.MaskedArray):
+        raise XejitTypeError("masked arrays are not supported (a kernel would ignore the mask); pass "
+                             "x.filled(value) or x.data")
     if isinstance(x, np.ndarray) or _is_torch(x) or hasattr(x, "__array_interface__"):
         dt, shape, strides, ptr = array_facts(x)
         order = memory_order(shape, strides)
         pitch = strides[order.index(max(order))] if len(shape) == 2 else 0  # outer stride
         aligned = ptr % 16 == 0 and (pitch * dt.itemsize) % 16 == 0
         return ArraySpec(dt.name, len(shape), order, aligned)
-    raise XejitError(f"unsupported kernel argument of type {type(x).__name__}; pass arrays, "
+    raise XejitTypeError(f"unsupported kernel argument of type {type(x).__name__}; pass arrays, "
                      f"ints, floats or constexpr values")
 
 
@@ -123,7 +126,7 @@ def to_interpreter_value(x: Any, spec: Any) -> Any:
     dt = spec.ir_type().dtype
     if _is_torch(x):
         if x.device.type != "cpu":
-            raise XejitError("the interpreter runs on the host: pass CPU tensors")
+            raise XejitValueError("the interpreter runs on the host: pass CPU tensors")
         t = x.detach()
         if dt == bf16:
             return Buffer(t.view(__import__("torch").int16).numpy().view(np.uint16), dt)
@@ -198,7 +201,10 @@ class Kernel:
     def __init__(self, fn: Callable, interpret: bool | None = None):
         self.fn = fn
         self.interpret = interpret
-        self.signature = inspect.signature(fn)
+        try:
+            self.signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            raise XejitTypeError(f"@xejit.kernel needs a Python function, got {fn!r}") from None
         self.params = list(self.signature.parameters.values())
         self.constexprs = {p.name for p in self.params if _is_constexpr_annotation(p.annotation)}
         self.cache: dict[Any, Module] = {}
@@ -216,7 +222,7 @@ class Kernel:
         return functools.partial(self.run, grid=grid)
 
     def __call__(self, *args, **kwargs):
-        raise XejitError(f"launch {self.fn.__name__} with a grid: {self.fn.__name__}[grid](...)")
+        raise XejitTypeError(f"launch {self.fn.__name__} with a grid: {self.fn.__name__}[grid](...)")
 
     # --- specialization ---------------------------------------------------------------------
 
@@ -230,7 +236,7 @@ class Kernel:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise XejitError(f"{self.fn.__name__}: {e}") from None
+            raise XejitTypeError(f"{self.fn.__name__}: {e}") from None
         bound.apply_defaults()
         params, runtime, key = [], [], []
         for p in self.params:
@@ -244,7 +250,7 @@ class Kernel:
                 try:
                     spec = specialize_arg(v)
                 except XejitError as e:
-                    raise XejitError(f"{self.fn.__name__}: argument {p.name!r}: {e}") from None
+                    raise type(e)(f"{self.fn.__name__}: argument {p.name!r}: {e}") from None
                 t = spec.ir_type() if isinstance(spec, ArraySpec) else (index if spec == "int" else f32)
                 params.append(Param(p.name, t))
                 runtime.append((v, spec))
@@ -378,12 +384,22 @@ def _hashable(v: Any) -> Any:
 
 def _check_options(o: dict[str, Any]) -> None:
     n = o["num_subgroups"]
-    if n is not None and (not isinstance(n, int) or n < 1 or n > 64):
-        raise XejitError(f"num_subgroups must be an int in 1..64, got {n!r}")
-    if not isinstance(o["num_stages"], int) or o["num_stages"] < 0:
-        raise XejitError(f"num_stages must be a non-negative int, got {o['num_stages']!r}")
+    if n is not None and (not _is_int(n) or n < 1 or n > 64):
+        raise (XejitValueError if _is_int(n) else XejitTypeError)(
+            f"num_subgroups must be an int in 1..64, got {n!r}")
+    if not _is_int(o["num_stages"]) or o["num_stages"] < 0:
+        raise (XejitValueError if _is_int(o["num_stages"]) else XejitTypeError)(
+            f"num_stages must be a non-negative int, got {o['num_stages']!r}")
     if o["grf_mode"] not in GRF_MODES:
-        raise XejitError(f"grf_mode must be one of {GRF_MODES}, got {o['grf_mode']!r}")
+        raise XejitValueError(f"grf_mode must be one of {GRF_MODES}, got {o['grf_mode']!r}")
+    if n is not None:
+        o["num_subgroups"] = int(n)
+    o["num_stages"] = int(o["num_stages"])
+
+
+def _is_int(x: Any) -> bool:
+    """A Python or numpy integer (not a bool, not a float with an integral value)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def kernel(fn: Callable | None = None, *, interpret: bool | None = None):

@@ -39,7 +39,17 @@ class SourceInfo:
 
     @classmethod
     def of(cls, fn: Callable) -> tuple["SourceInfo", ast.FunctionDef]:
-        lines, first = inspect.getsourcelines(fn)
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            code = getattr(fn, "__code__", None)
+            raise CompilationError(
+                f"cannot read the source of {getattr(fn, '__qualname__', fn)!r} ({e}): xejit compiles "
+                f"a kernel and the helpers it calls from their Python source, which a function made "
+                f"by exec(), eval() or typed at an interactive prompt does not keep; define it in a "
+                f"file (or put its source in linecache under the filename passed to compile())",
+                file=getattr(code, "co_filename", "<unknown>"),
+                line=getattr(code, "co_firstlineno", 0)) from None
         raw = "".join(lines)
         text = textwrap.dedent(raw)
         indent = len(lines[0]) - len(lines[0].lstrip()) if text != raw else 0
@@ -210,7 +220,11 @@ class CodeGenerator(ast.NodeVisitor):
                 else:
                     if any(is_runtime(a) for a in args):
                         raise SemanticError("static_range bounds must be compile-time values")
-                    return self.unrolled(node, range(*args))
+                    try:
+                        seq = _compile_time_call(range, args, {})
+                    except SemanticError as e:   # point at the range(...) call
+                        raise self.src.error(it, str(e)) from None
+                    return self.unrolled(node, seq)
         if bounds is None:
             seq = self.visit(it)
             if is_runtime(seq) or isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
@@ -377,8 +391,13 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
         v = self.visit(node.operand)
         if not is_runtime(v):
-            return {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x,
-                    ast.Invert: lambda x: ~x}[type(node.op)](v)
+            fn = {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x,
+                  ast.Invert: lambda x: ~x}[type(node.op)]
+            try:
+                return fn(v)
+            except (TypeError, ValueError, ArithmeticError) as e:
+                raise SemanticError(f"cannot compute {type(node.op).__name__.lower()} of {v!r} at "
+                                    f"compile time: {e}") from None
         if isinstance(node.op, ast.USub):
             return self.sem.unary("neg", v)
         if isinstance(node.op, ast.UAdd):
@@ -459,7 +478,7 @@ class CodeGenerator(ast.NodeVisitor):
             return self.builtin(name, args, kwargs, node)
         if getattr(f, "__xejit_compile_time__", False):
             _no_runtime(f, args, kwargs)
-            return f(*args, **kwargs)
+            return _compile_time_call(f, args, kwargs)
         inner = getattr(f, "fn", None) if hasattr(f, "__xejit_kernel__") else None
         if getattr(f, "__xejit_inline__", False) or inner is not None:
             return self.inline(inner or f, args, kwargs)
@@ -487,7 +506,7 @@ class CodeGenerator(ast.NodeVisitor):
                 raise SemanticError(f"calling {getattr(f, '__name__', f)}() is not supported "
                                     f"inside a kernel")
             _no_runtime(f, args, kwargs)
-            return f(*args, **kwargs)
+            return _compile_time_call(f, args, kwargs)
         raise SemanticError(f"cannot call {getattr(f, '__name__', type_name(f))} inside a kernel; "
                             f"only xejit.language functions, @xl.inline helpers and compile-time "
                             f"builtins can be called")
@@ -495,7 +514,10 @@ class CodeGenerator(ast.NodeVisitor):
     def inline(self, f: Callable, args: list, kwargs: dict) -> Any:
         if self.depth > 32:
             raise SemanticError(f"inlining {f.__name__} recursed too deeply")
-        src, fdef = SourceInfo.of(f)
+        try:
+            src, fdef = SourceInfo.of(f)
+        except CompilationError as e:   # no source: point at the call in the kernel
+            raise SemanticError(e.message) from None
         try:
             bound = inspect.signature(f).bind(*args, **kwargs)
         except TypeError as e:
@@ -518,7 +540,7 @@ class CodeGenerator(ast.NodeVisitor):
             if name == "cdiv":
                 a, b = args
                 if not is_runtime(a) and not is_runtime(b):
-                    return -(-a // b)
+                    return _fold("-", 0, _fold("//", _fold("-", 0, a), b))
                 return sem.binary("//", sem.binary("-", sem.binary("+", a, b), 1), b)
             if name in ("program_id", "num_programs"):
                 axis = kwargs.get("axis", args[0] if args else None)
@@ -526,7 +548,8 @@ class CodeGenerator(ast.NodeVisitor):
                     raise SemanticError(f"{name} axis must be 0, 1 or 2, got {axis!r}")
                 return self.b.create(f"xejit.{name}", [], [index], {"axis": axis}).result
             if name == "static_range":
-                return range(*args)
+                _no_runtime(range, args, kwargs)
+                return _compile_time_call(range, args, kwargs)
             if name in ("zeros",):
                 return sem.full(kwargs.pop("shape", args[0] if args else None), 0,
                                 kwargs.get("dtype", args[1] if len(args) > 1 else f32))
@@ -561,6 +584,17 @@ class CodeGenerator(ast.NodeVisitor):
             if "argument" not in msg:
                 raise
             raise SemanticError(f"bad arguments to xl.{name}: {msg.split(') ', 1)[-1]}") from None
+
+
+def _compile_time_call(f: Callable, args: list, kwargs: dict) -> Any:
+    """Call a compile-time function (``range``, ``min``, ``math.*``, ``xl.wg_map``, ...) on
+    compile-time values; its failure is the kernel's mistake (``range(2.5)``), not the compiler's."""
+    try:
+        return f(*args, **kwargs)
+    except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError) as e:
+        shown = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+        raise SemanticError(f"{getattr(f, '__name__', f)}({shown}) failed at compile time: "
+                            f"{type(e).__name__}: {e}") from None
 
 
 def _no_runtime(f: Any, args: list, kwargs: dict) -> None:

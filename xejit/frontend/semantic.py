@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..ir.core import (ArrayType, Builder, Layout, ScalarType, TileType, Value, VectorType,
                        bf16, f16, f32, i1, i8, i32, i64, index, u8)
 from ..ir.xetile import ATOMIC_KINDS, REDUCE_KINDS, shape_of
@@ -40,6 +42,8 @@ class Semantic:
 
     def const(self, value: Any, t: ScalarType | VectorType, name: str | None = None) -> Value:
         dtype = t.dtype if isinstance(t, VectorType) else t
+        if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            raise SemanticError(f"expected a number for a {dtype} value, got {type_name(value)}")
         if isinstance(value, bool) or dtype == i1:
             value = bool(value)
         elif dtype.is_int:
@@ -402,6 +406,8 @@ class Semantic:
         if not all(isinstance(v, int) for v in (start, end)) or end <= start:
             raise SemanticError(f"arange bounds must be compile-time ints with start < end, got "
                                 f"{start!r}, {end!r}")
+        if axis not in (0, 1):
+            raise SemanticError(f"arange axis must be 0 or 1, got {axis!r}")
         n = end - start
         shape = (1, n) if axis == 1 else (n, 1)
         v = self.b.create("vector.step", [], [VectorType(shape, index)]).result
