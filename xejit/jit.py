@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import operator
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -348,7 +349,7 @@ class Kernel:
         if callable(grid):
             meta = {p.name: p.value for p in params if p.is_constexpr}
             grid = grid(meta)
-        grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+        grid = launch_grid(grid, self.fn.__name__)
         interpret = self.interpret if self.interpret is not None else _interpret_env()
         if interpret:
             if runtime is None:
@@ -357,6 +358,31 @@ class Kernel:
             Interpreter().run_grid(mod.functions[0], grid, vals)
         else:
             _compile_and_launch(self, mod, grid, runtime_values, options)
+
+
+def launch_grid(grid: Any, name: str) -> tuple[int, ...]:
+    """``grid`` (an int or a tuple/list of 1 to 3 ints) as a tuple of Python ints.
+
+    Sizes must be integers (Python or numpy; a float such as ``24 / 16`` is a TypeError, never
+    truncated) and non-negative (ValueError); a zero size launches nothing."""
+    from .codegen.errors import ArgumentError, ArgumentValueError
+
+    sizes = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    if not 1 <= len(sizes) <= 3:
+        raise ArgumentValueError(f"{name}: the grid must have 1 to 3 sizes, got {grid!r}")
+    out = []
+    for g in sizes:
+        try:
+            if isinstance(g, (bool, np.bool_)):
+                raise TypeError
+            g = operator.index(g)   # ints, numpy integers, anything integral with __index__
+        except TypeError:
+            raise ArgumentError(f"{name}: grid sizes must be integers, got {g!r} ({type(g).__name__}) "
+                                f"in grid {grid!r}; use xejit.cdiv(n, block) or // for a rounded size") from None
+        if g < 0:
+            raise ArgumentValueError(f"{name}: grid sizes must be non-negative, got {g} in grid {grid!r}")
+        out.append(g)
+    return tuple(out)
 
 
 class _ConstexprBox:
