@@ -403,7 +403,9 @@ class CodeGenerator(ast.NodeVisitor):
         if isinstance(node.op, ast.UAdd):
             return v
         if isinstance(node.op, ast.Invert):
-            return self.sem.binary("^", v, -1 if self.sem.dtype_of(v).is_signed else True)
+            d = self.sem.dtype_of(v)   # ~x flips every bit: xor with all ones of x's type
+            return self.sem.binary("^", v, -1 if d.is_signed else True if d.kind == "bool"
+                                   else (1 << d.bitwidth) - 1)
         raise SemanticError("'not' needs a compile-time value; use ~mask or == 0 for runtime values")
 
     _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
