@@ -8,7 +8,7 @@ from .errors import CompilationError, XejitError, XejitTypeError, XejitValueErro
 from .jit import Kernel, kernel  # noqa: E402
 from .language import cdiv, inline  # noqa: E402
 from .autotuner import Autotuner, Config, autotune  # noqa: E402
-from .matmul import matmul  # noqa: E402
+from .matmul import MatmulError, matmul  # noqa: E402
 
 import sys as _sys  # noqa: E402
 
