@@ -118,6 +118,23 @@ def specialize_arg(x: Any) -> ArraySpec | str:
                      f"ints, floats or constexpr values")
 
 
+def _is_read_only(x: Any) -> bool:
+    """Whether an array argument is marked read-only (numpy's ``writeable`` flag, the read-only
+    flag of ``__sycl_usm_array_interface__`` / ``__array_interface__``). Torch tensors have none."""
+    if type(x) is np.ndarray:
+        return not x.flags.writeable
+    if type(x).__module__.startswith("dpctl.memory"):   # raw allocations flag themselves read-only
+        return False
+    for attr in ("__sycl_usm_array_interface__", "__array_interface__"):
+        iface = getattr(x, attr, None)
+        if isinstance(iface, dict):
+            data = iface.get("data")
+            return isinstance(data, tuple) and len(data) > 1 and bool(data[1])
+    if isinstance(x, np.ndarray):
+        return not x.flags.writeable
+    return False
+
+
 def to_interpreter_value(x: Any, spec: Any) -> Any:
     """A launch argument as the numpy interpreter holds it (arrays share memory)."""
     if spec == "int":
@@ -210,6 +227,7 @@ class Kernel:
         self.constexprs = {p.name for p in self.params if _is_constexpr_annotation(p.annotation)}
         self.cache: dict[Any, Module] = {}
         self._quick: dict[Any, tuple] = {}   # _quick_key -> (params, options, module, runtime positions)
+        self._written: dict[int, tuple] = {}  # id(module) -> (module, positions of written arrays)
         functools.update_wrapper(self, fn)
 
     @functools.cached_property
@@ -325,6 +343,17 @@ class Kernel:
             return None
         return key
 
+    def _written_positions(self, mod: Module) -> tuple[int, ...]:
+        """Positions (among the runtime arguments) of the arrays ``mod`` writes."""
+        hit = self._written.get(id(mod))
+        if hit is None or hit[0] is not mod:
+            from .codegen.passes.common import written_arrays
+            fn = mod.functions[0]
+            ids = written_arrays(fn)
+            hit = (mod, tuple(i for i, a in enumerate(fn.args) if id(a) in ids))
+            self._written[id(mod)] = hit
+        return hit[1]
+
     @functools.cached_property
     def _constexpr_positions(self) -> frozenset[int]:
         return frozenset(i for i, p in enumerate(self.params) if p.name in self.constexprs)
@@ -350,6 +379,12 @@ class Kernel:
             meta = {p.name: p.value for p in params if p.is_constexpr}
             grid = grid(meta)
         grid = launch_grid(grid, self.fn.__name__)
+        for i in self._written_positions(mod):
+            if _is_read_only(runtime_values[i]):
+                from .codegen.errors import ArgumentValueError
+                name = mod.functions[0].arg_names[i]
+                raise ArgumentValueError(f"{self.fn.__name__}: argument {name!r} is read-only but the kernel "
+                                         f"writes it; pass a writeable array (e.g. a copy)")
         interpret = self.interpret if self.interpret is not None else _interpret_env()
         if interpret:
             if runtime is None:
