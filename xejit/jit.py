@@ -1,8 +1,10 @@
 """``@xejit.kernel``: specialization, IR cache, ``kernel[grid](*args, **meta)`` launch.
 
 A kernel is specialized on each array argument's dtype, rank, memory order (row- or
-column-major) and 16-byte alignment, on constexpr values and on the launch options
-(num_subgroups, num_stages, grf_mode); shapes, strides and scalar values are runtime values.
+column-major) and 16-byte alignment, on constexpr values, on the launch options
+(num_subgroups, num_stages, grf_mode) and on the values of the module globals and closure
+variables it reads (a changed global recompiles it, as in Triton); shapes, strides and scalar
+values are runtime values. Grid sizes must be integers; arrays the kernel writes must be writeable.
 With ``XEJIT_INTERPRET=1`` or ``@xejit.kernel(interpret=True)`` the kernel's XeTile IR runs
 per workgroup in numpy on the host.
 
@@ -204,6 +206,26 @@ def dependency_hash(fn: Callable) -> str:
     return h.hexdigest()[:16]
 
 
+def global_fingerprint(v: Any) -> str:
+    """A text that stands for a global's value in the on-disk cache key: equal in every process
+    for equal values (no addresses), different when the value differs in a way that changes the
+    compiled code (plain data by value, helpers and kernels by their dependency hash)."""
+    if isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
+        return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, (list, tuple)):
+        return f"{type(v).__name__}({','.join(global_fingerprint(x) for x in v)})"
+    if inspect.ismodule(v):
+        return f"module:{v.__name__}"
+    if getattr(v, "__xejit_inline__", False) or getattr(v, "__xejit_kernel__", False):
+        return f"code:{dependency_hash(v)}"
+    if callable(v) and hasattr(v, "__qualname__"):
+        return f"callable:{getattr(v, '__module__', '')}.{v.__qualname__}"
+    text = repr(v)
+    if " at 0x" in text:
+        return f"object:{type(v).__module__}.{type(v).__qualname__}"
+    return f"{type(v).__qualname__}:{text}"
+
+
 def _cell_is_set(cell) -> bool:
     try:
         cell.cell_contents
@@ -228,6 +250,7 @@ class Kernel:
         self.cache: dict[Any, Module] = {}
         self._quick: dict[Any, tuple] = {}   # _quick_key -> (params, options, module, runtime positions)
         self._written: dict[int, tuple] = {}  # id(module) -> (module, positions of written arrays)
+        self._reads: dict[int, tuple] = {}    # id(module) -> (module, the GlobalReads it was built with)
         functools.update_wrapper(self, fn)
 
     @functools.cached_property
@@ -279,14 +302,30 @@ class Kernel:
 
     def _module(self, params, options, key) -> Module:
         mod = self.cache.get(key)
-        if mod is None:
+        if mod is None or not self._globals_unchanged(mod):
+            if mod is not None:   # a global it read changed: rebuilt (Triton's rule: the values
+                self._reads.pop(id(mod), None)      # of used globals are part of the key)
+                self._written.pop(id(mod), None)
             attrs = {"num_subgroups": options["num_subgroups"], "num_stages": options["num_stages"],
                      "grf_mode": options["grf_mode"]}
-            mod = build_module(self.fn, params, attrs)
-            mod.attributes["specialization"] = key
+            reads: list = []
+            mod = build_module(self.fn, params, attrs, global_reads=reads)
+            # the values of the globals it read are part of the specialization, hence of the
+            # on-disk cache key: a changed global never reuses code compiled for the old value
+            mod.attributes["specialization"] = key + (("globals", tuple(sorted(
+                (r.name, global_fingerprint(r.value)) for r in reads))),) if reads else key
             mod.attributes["source_hash"] = self.source_hash
+            if reads:
+                self._reads[id(mod)] = (mod, tuple(reads))
             self.cache[key] = mod
         return mod
+
+    def _globals_unchanged(self, mod: Module) -> bool:
+        """Whether every global / closure variable ``mod`` was built with still has its value."""
+        hit = self._reads.get(id(mod))
+        if hit is None or hit[0] is not mod:
+            return True
+        return all(r.unchanged() for r in hit[1])
 
     def compile_ir(self, *args, **kwargs) -> Module:
         """The verified XeTile IR module for these arguments (cached per specialization).
@@ -361,6 +400,8 @@ class Kernel:
     def run(self, *args, grid: Any, **kwargs) -> None:
         qk = self._quick_key(args, kwargs)
         hit = self._quick.get(qk) if qk is not None else None
+        if hit is not None and id(hit[2]) in self._reads and not self._globals_unchanged(hit[2]):
+            hit = None   # a global the kernel read changed: the full path rebuilds it
         if hit is None:
             params, runtime, options, key = self.bind(args, kwargs)
             mod = self._module(params, options, key)
@@ -400,6 +441,8 @@ def launch_grid(grid: Any, name: str) -> tuple[int, ...]:
 
     Sizes must be integers (Python or numpy; a float such as ``24 / 16`` is a TypeError, never
     truncated) and non-negative (ValueError); a zero size launches nothing."""
+    if type(grid) is tuple and 1 <= len(grid) <= 3 and all(type(g) is int and g >= 0 for g in grid):
+        return grid   # the common case, checked without conversions
     from .codegen.errors import ArgumentError, ArgumentValueError
 
     sizes = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)

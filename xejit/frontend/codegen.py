@@ -94,7 +94,8 @@ class CodeGenerator(ast.NodeVisitor):
     """Walks one function body, emitting IR through :class:`Semantic`."""
 
     def __init__(self, fn: Callable, builder: Builder, scope: dict[str, Any],
-                 src: SourceInfo, fdef: ast.FunctionDef, depth: int = 0):
+                 src: SourceInfo, fdef: ast.FunctionDef, depth: int = 0,
+                 reads: dict[tuple[int, str], "GlobalRead"] | None = None):
         self.fn = fn
         self.b = builder
         self.sem = Semantic(builder)
@@ -102,15 +103,21 @@ class CodeGenerator(ast.NodeVisitor):
         self.src = src
         self.fdef = fdef
         self.depth = depth
-        self.globals = dict(getattr(fn, "__globals__", {}))
+        self.module_globals = getattr(fn, "__globals__", {})
+        self.globals = dict(self.module_globals)
+        self.cells: dict[str, Any] = {}
         code = getattr(fn, "__code__", None)
         if code is not None and fn.__closure__:
             for name, cell in zip(code.co_freevars, fn.__closure__):
                 try:
                     self.globals[name] = cell.cell_contents
+                    self.cells[name] = cell
                 except ValueError:
                     pass
         self.loop_locals: set[str] = set()
+        #: every global / closure variable the kernel and its inlined helpers read, shared by all
+        #: generators of one build (the jit recompiles when one of them changes)
+        self.reads: dict[tuple[int, str], GlobalRead] = {} if reads is None else reads
 
     # --- one place where errors get their position --------------------------------------------
 
@@ -316,7 +323,11 @@ class CodeGenerator(ast.NodeVisitor):
             raise SemanticError(f"'{name}' is defined inside a runtime loop and cannot be used "
                                 f"after it; assign it before the loop to carry it")
         if name in self.globals:
-            return self.globals[name]
+            value = self.globals[name]
+            where = self.cells.get(name, self.module_globals)
+            if (id(where), name) not in self.reads:
+                self.reads[(id(where), name)] = GlobalRead(where, name, value)
+            return value
         if name in _COMPILE_TIME_BUILTINS:
             return getattr(builtins, name)
         raise SemanticError(f"undefined name '{name}'")
@@ -525,7 +536,7 @@ class CodeGenerator(ast.NodeVisitor):
         except TypeError as e:
             raise SemanticError(f"bad call to {f.__name__}: {e}")
         bound.apply_defaults()
-        gen = CodeGenerator(f, self.b, dict(bound.arguments), src, fdef, self.depth + 1)
+        gen = CodeGenerator(f, self.b, dict(bound.arguments), src, fdef, self.depth + 1, self.reads)
         body = fdef.body
         for i, s in enumerate(body):
             if isinstance(s, ast.Return) and i != len(body) - 1:
@@ -637,6 +648,56 @@ _HINTS = {
 }
 
 
+_MISSING = object()
+
+
+class GlobalRead:
+    """A module global or closure variable read at compile time, with the value it had.
+
+    ``unchanged()`` says whether it still has that value: the same object, or for numbers,
+    strings and (nested) tuples / lists / dicts of them, an equal value (lists are compared by
+    content, so an in-place change counts). Attributes of the object (``cfg.BLOCK``) are not
+    tracked, only the name's binding."""
+    __slots__ = ("scope", "name", "value", "frozen")
+
+    def __init__(self, scope: Any, name: str, value: Any):
+        self.scope, self.name, self.value = scope, name, value
+        self.frozen = _freeze(value)
+
+    def current(self) -> Any:
+        if isinstance(self.scope, dict):
+            return self.scope.get(self.name, _MISSING)
+        try:
+            return self.scope.cell_contents
+        except ValueError:
+            return _MISSING
+
+    def unchanged(self) -> bool:
+        cur = self.current()
+        if cur is self.value and not isinstance(cur, (list, dict)):
+            return True
+        return _freeze(cur) == self.frozen
+
+    def __repr__(self) -> str:
+        return f"GlobalRead({self.name}={self.value!r})"
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _freeze(v: Any) -> Any:
+    """A comparable snapshot: values for plain data, identity for everything else."""
+    if isinstance(v, float) and v != v:
+        return (float, "nan")
+    if isinstance(v, _PLAIN):
+        return (type(v), v)
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_freeze(x) for x in v))
+    if isinstance(v, dict):
+        return (dict, tuple((_freeze(k), _freeze(x)) for k, x in v.items()))
+    return ("object", id(v))
+
+
 @dataclass
 class Param:
     """A kernel parameter as the frontend sees it: a compile-time value or a runtime type."""
@@ -650,8 +711,11 @@ class Param:
 
 
 def build_module(fn: Callable, params: Sequence[Param], attributes: dict[str, Any] | None = None,
-                 verify: bool = True) -> Module:
+                 verify: bool = True, global_reads: list | None = None) -> Module:
     """Translate a kernel into a verified XeTile IR module.
+
+    ``global_reads``, when given, receives a :class:`GlobalRead` for each module global or
+    closure variable the kernel (or a helper it inlines) read while being translated.
 
     Example:
         >>> from xejit.ir.core import ArrayType, f32, index
@@ -670,6 +734,8 @@ def build_module(fn: Callable, params: Sequence[Param], attributes: dict[str, An
     builder = Builder.at_end(func.entry)
     gen = CodeGenerator(fn, builder, scope, src, fdef)
     gen.visit_body(fdef.body)
+    if global_reads is not None:
+        global_reads.extend(gen.reads.values())
     builder.loc = src.loc(fdef, fdef.name)
     builder.create("func.return")
     _infer_num_subgroups(func)
