@@ -4,11 +4,11 @@ from .runtime import _icd  # noqa: F401  (first: the CPU OpenCL runtime must be 
 __version__ = "0.1.0"
 
 from . import language  # noqa: E402
-from .errors import CompilationError, XejitError  # noqa: E402
+from .errors import CompilationError, XejitError, XejitTypeError, XejitValueError  # noqa: E402
 from .jit import Kernel, kernel  # noqa: E402
 from .language import cdiv, inline  # noqa: E402
 from .autotuner import Autotuner, Config, autotune  # noqa: E402
-from .matmul import matmul  # noqa: E402
+from .matmul import MatmulError, matmul  # noqa: E402
 
 import sys as _sys  # noqa: E402
 

@@ -136,7 +136,8 @@ def do_bench(fn: Callable[[], Any], *, warmup: float = 25.0, rep: float = 100.0,
 
 def current_target() -> str:
     """The target configs are checked against: ``XEJIT_EMULATE`` if set, else the default device's."""
-    emulate = os.environ.get("XEJIT_EMULATE")
+    from .device_launch import emulated_target
+    emulate = emulated_target()
     if emulate:
         return emulate
     from .runtime import default_device

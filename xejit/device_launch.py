@@ -19,6 +19,7 @@ import numpy as np
 
 from .codegen.compiler import compile_kernel
 from .codegen.errors import ArgumentError
+from .errors import XejitValueError
 from .ir.core import Module
 
 _memo: dict[str, tuple[Any, tuple, list, tuple]] = {}
@@ -58,12 +59,24 @@ def cache_key(kernel, module: Module, target: str, options: dict, emulate: bool)
                   emulate, *_versions(), compiler_hash())
 
 
+def emulated_target() -> str | None:
+    """The target ``XEJIT_EMULATE`` names (None when unset or empty); an unknown name is a
+    ValueError listing the known targets, before anything is compiled."""
+    name = os.environ.get("XEJIT_EMULATE")
+    if not name:
+        return None
+    from .codegen.targets import TARGETS
+    if name.lower() not in TARGETS:
+        raise XejitValueError(f"XEJIT_EMULATE={name!r} names no target; known targets: {', '.join(TARGETS)}")
+    return name
+
+
 def compiled(kernel, module: Module, options: dict, device=None):
     """(runtime kernel, signature, arg plan, workgroup size) for ``module`` on ``device``."""
     from .runtime import build_program, default_cache, default_device
 
     device = device or default_device()
-    emulate_target = os.environ.get("XEJIT_EMULATE")
+    emulate_target = emulated_target()
     target = emulate_target or device.target
     # Fast path for repeated launches: the jit keeps one Module object per specialization, so
     # its identity (checked, not just its id) stands for the specialization without hashing.
@@ -78,13 +91,9 @@ def compiled(kernel, module: Module, options: dict, device=None):
         return got
     cache = default_cache()
     blob = cache.get(key)
-    meta = None
-    if blob is not None:
-        try:
-            meta = json.loads(blob.decode())
-            spv = base64.b64decode(meta["spv"])
-        except (ValueError, KeyError):
-            meta = None
+    meta, spv = usable_entry(blob, len(module.functions[0].args)) if blob is not None else (None, None)
+    if blob is not None and meta is None:
+        cache.discard(key)   # an entry this code cannot use is a miss: rebuilt and replaced below
     if meta is None:
         ck = compile_kernel(module, target, num_subgroups=options.get("num_subgroups"),
                             num_stages=options.get("num_stages", 3),
@@ -103,6 +112,44 @@ def compiled(kernel, module: Module, options: dict, device=None):
     _memo[key] = got
     _fast[fast_key] = (module, got)
     return got
+
+
+def usable_entry(blob: bytes, num_args: int) -> tuple[dict, bytes] | tuple[None, None]:
+    """(metadata, SPIR-V) of a compile-cache entry, or (None, None) when it cannot be used.
+
+    The cache's checksum proves the bytes are the ones written, not that they are what this code
+    expects (an older format under the same key, a hand-made copy): the JSON structure, the ABI
+    fields (argument kinds, an argument plan over ``num_args`` runtime arguments, the workgroup
+    size), strict base64 and the SPIR-V itself (magic number, whole instruction stream, the
+    entry point named in the entry) are checked here, so nothing malformed reaches the driver."""
+    import binascii
+    import re
+
+    from .codegen.spirv import structure_problem
+    from .runtime.launch import ARG_KINDS
+    try:
+        meta = json.loads(blob.decode("utf-8"))
+        if not isinstance(meta, dict) or not isinstance(meta.get("spv"), str):
+            return None, None
+        name, sig, plan, wg = meta.get("name"), meta.get("signature"), meta.get("arg_plan"), meta.get("workgroup_size")
+        if not (isinstance(name, str) and name and isinstance(sig, list) and isinstance(plan, list)
+                and isinstance(wg, list) and len(plan) == len(sig) and 1 <= len(wg) <= 3):
+            return None, None
+        if not all(isinstance(k, str) and k in ARG_KINDS for k in sig):
+            return None, None
+        for step, kind in zip(plan, sig):
+            if not (isinstance(step, list) and len(step) == 3 and type(step[0]) is int
+                    and 0 <= step[0] < num_args and step[1] == kind and isinstance(step[2], str)
+                    and (step[2] in ("ptr", "value") or re.fullmatch(r"(shape|stride)\d", step[2]))):
+                return None, None
+        if not all(type(w) is int and w >= 1 for w in wg):
+            return None, None
+        spv = base64.b64decode(meta["spv"].encode("ascii"), validate=True)
+    except (UnicodeError, ValueError, binascii.Error):   # json and base64 errors are ValueErrors
+        return None, None
+    if structure_problem(spv, name) is not None:
+        return None, None
+    return meta, spv
 
 
 def clear_memory_caches() -> None:
@@ -151,4 +198,5 @@ def compile_and_launch(kernel, module: Module, grid: tuple[int, ...], args: list
     rk.launch(grid, block, *expand_args(plan, list(args)))
 
 
-__all__ = ["compile_and_launch", "compiled", "clear_memory_caches", "expand_args", "cache_key", "np"]
+__all__ = ["compile_and_launch", "compiled", "clear_memory_caches", "expand_args", "cache_key", "usable_entry",
+           "emulated_target", "np"]

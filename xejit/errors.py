@@ -1,5 +1,13 @@
 """xejit's user-facing exceptions: the base of all of them, and the one for kernels that do not compile.
 
+Every error xejit raises on purpose is an :class:`XejitError`. Those caused by a wrong argument
+or value are also the built-in exception a Python caller would catch for that mistake:
+:class:`XejitTypeError` is a ``TypeError`` (an argument of the wrong type: a float grid size, a
+list where an array is expected), :class:`XejitValueError` a ``ValueError`` (a value or shape that
+cannot be used: a negative grid size, a read-only output, an unknown target). A kernel that does
+not compile raises :class:`CompilationError` with the kernel's file, line and a caret; "internal
+compiler error" in its message marks a bug of xejit, not of the kernel.
+
 Example:
     >>> e = CompilationError("undefined name 'x'", file="k.py", line=3, col=8,
     ...                      source_line="    y = x + 1")
@@ -13,6 +21,14 @@ from __future__ import annotations
 
 class XejitError(Exception):
     """Base of every error xejit raises on purpose (frontend, compiler, tools, devices, launches)."""
+
+
+class XejitTypeError(XejitError, TypeError):
+    """A value of the wrong type was passed to xejit (also a ``TypeError``)."""
+
+
+class XejitValueError(XejitError, ValueError):
+    """A value or shape xejit cannot use (also a ``ValueError``)."""
 
 
 class CompilationError(XejitError):

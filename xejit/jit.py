@@ -1,8 +1,10 @@
 """``@xejit.kernel``: specialization, IR cache, ``kernel[grid](*args, **meta)`` launch.
 
 A kernel is specialized on each array argument's dtype, rank, memory order (row- or
-column-major) and 16-byte alignment, on constexpr values and on the launch options
-(num_subgroups, num_stages, grf_mode); shapes, strides and scalar values are runtime values.
+column-major) and 16-byte alignment, on constexpr values, on the launch options
+(num_subgroups, num_stages, grf_mode) and on the values of the module globals and closure
+variables it reads (a changed global recompiles it, as in Triton); shapes, strides and scalar
+values are runtime values. Grid sizes must be integers; arrays the kernel writes must be writeable.
 With ``XEJIT_INTERPRET=1`` or ``@xejit.kernel(interpret=True)`` the kernel's XeTile IR runs
 per workgroup in numpy on the host.
 
@@ -22,13 +24,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import operator
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import XejitError
+from .errors import XejitError, XejitTypeError, XejitValueError
 from .frontend.codegen import Param, build_module
 from .ir import Buffer, Interpreter, print_module
 from .ir.core import ArrayType, Module, ScalarType, bf16, f32, index, scalar_type_from_numpy
@@ -73,13 +76,13 @@ def array_facts(x: Any) -> tuple[ScalarType, tuple[int, ...], tuple[int, ...], i
     if _is_torch(x):
         tmap = _torch_dtypes()
         if x.dtype not in tmap:
-            raise XejitError(f"unsupported torch dtype {x.dtype}")
+            raise XejitTypeError(f"unsupported torch dtype {x.dtype}")
         return tmap[x.dtype], tuple(x.shape), tuple(x.stride()), x.data_ptr()
     arr = x if isinstance(x, np.ndarray) else np.asarray(x)
     try:
         dt = scalar_type_from_numpy(arr.dtype)
     except KeyError:
-        raise XejitError(f"unsupported array dtype {arr.dtype} (kernels take bfloat16, float16, float32, "
+        raise XejitTypeError(f"unsupported array dtype {arr.dtype} (kernels take bfloat16, float16, float32, "
                          f"int8, uint8, int32, int64 arrays)") from None
     return (dt, arr.shape, tuple(s // arr.itemsize for s in arr.strides),
             arr.__array_interface__["data"][0])
@@ -94,7 +97,7 @@ def memory_order(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...
             return (1, 0)
         if strides[0] == 1 or shape[0] == 1:
             return (0, 1)
-        raise XejitError(f"array with strides {list(strides)} has no contiguous dimension; "
+        raise XejitValueError(f"array with strides {list(strides)} has no contiguous dimension; "
                          f"pass a row- or column-major array (e.g. .contiguous())")
     return tuple(range(len(shape) - 1, -1, -1))
 
@@ -104,14 +107,34 @@ def specialize_arg(x: Any) -> ArraySpec | str:
         return "int"
     if isinstance(x, (float, np.floating)):
         return "float"
+    if isinstance(x, np.ma.MaskedArray):
+        raise XejitTypeError("masked arrays are not supported (a kernel would ignore the mask); pass "
+                             "x.filled(value) or x.data")
     if isinstance(x, np.ndarray) or _is_torch(x) or hasattr(x, "__array_interface__"):
         dt, shape, strides, ptr = array_facts(x)
         order = memory_order(shape, strides)
         pitch = strides[order.index(max(order))] if len(shape) == 2 else 0  # outer stride
         aligned = ptr % 16 == 0 and (pitch * dt.itemsize) % 16 == 0
         return ArraySpec(dt.name, len(shape), order, aligned)
-    raise XejitError(f"unsupported kernel argument of type {type(x).__name__}; pass arrays, "
+    raise XejitTypeError(f"unsupported kernel argument of type {type(x).__name__}; pass arrays, "
                      f"ints, floats or constexpr values")
+
+
+def _is_read_only(x: Any) -> bool:
+    """Whether an array argument is marked read-only (numpy's ``writeable`` flag, the read-only
+    flag of ``__sycl_usm_array_interface__`` / ``__array_interface__``). Torch tensors have none."""
+    if type(x) is np.ndarray:
+        return not x.flags.writeable
+    if type(x).__module__.startswith("dpctl.memory"):   # raw allocations flag themselves read-only
+        return False
+    for attr in ("__sycl_usm_array_interface__", "__array_interface__"):
+        iface = getattr(x, attr, None)
+        if isinstance(iface, dict):
+            data = iface.get("data")
+            return isinstance(data, tuple) and len(data) > 1 and bool(data[1])
+    if isinstance(x, np.ndarray):
+        return not x.flags.writeable
+    return False
 
 
 def to_interpreter_value(x: Any, spec: Any) -> Any:
@@ -123,7 +146,7 @@ def to_interpreter_value(x: Any, spec: Any) -> Any:
     dt = spec.ir_type().dtype
     if _is_torch(x):
         if x.device.type != "cpu":
-            raise XejitError("the interpreter runs on the host: pass CPU tensors")
+            raise XejitValueError("the interpreter runs on the host: pass CPU tensors")
         t = x.detach()
         if dt == bf16:
             return Buffer(t.view(__import__("torch").int16).numpy().view(np.uint16), dt)
@@ -183,6 +206,26 @@ def dependency_hash(fn: Callable) -> str:
     return h.hexdigest()[:16]
 
 
+def global_fingerprint(v: Any) -> str:
+    """A text that stands for a global's value in the on-disk cache key: equal in every process
+    for equal values (no addresses), different when the value differs in a way that changes the
+    compiled code (plain data by value, helpers and kernels by their dependency hash)."""
+    if isinstance(v, (bool, int, float, complex, str, bytes, type(None))):
+        return f"{type(v).__name__}:{v!r}"
+    if isinstance(v, (list, tuple)):
+        return f"{type(v).__name__}({','.join(global_fingerprint(x) for x in v)})"
+    if inspect.ismodule(v):
+        return f"module:{v.__name__}"
+    if getattr(v, "__xejit_inline__", False) or getattr(v, "__xejit_kernel__", False):
+        return f"code:{dependency_hash(v)}"
+    if callable(v) and hasattr(v, "__qualname__"):
+        return f"callable:{getattr(v, '__module__', '')}.{v.__qualname__}"
+    text = repr(v)
+    if " at 0x" in text:
+        return f"object:{type(v).__module__}.{type(v).__qualname__}"
+    return f"{type(v).__qualname__}:{text}"
+
+
 def _cell_is_set(cell) -> bool:
     try:
         cell.cell_contents
@@ -198,11 +241,16 @@ class Kernel:
     def __init__(self, fn: Callable, interpret: bool | None = None):
         self.fn = fn
         self.interpret = interpret
-        self.signature = inspect.signature(fn)
+        try:
+            self.signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            raise XejitTypeError(f"@xejit.kernel needs a Python function, got {fn!r}") from None
         self.params = list(self.signature.parameters.values())
         self.constexprs = {p.name for p in self.params if _is_constexpr_annotation(p.annotation)}
         self.cache: dict[Any, Module] = {}
         self._quick: dict[Any, tuple] = {}   # _quick_key -> (params, options, module, runtime positions)
+        self._written: dict[int, tuple] = {}  # id(module) -> (module, positions of written arrays)
+        self._reads: dict[int, tuple] = {}    # id(module) -> (module, the GlobalReads it was built with)
         functools.update_wrapper(self, fn)
 
     @functools.cached_property
@@ -216,7 +264,7 @@ class Kernel:
         return functools.partial(self.run, grid=grid)
 
     def __call__(self, *args, **kwargs):
-        raise XejitError(f"launch {self.fn.__name__} with a grid: {self.fn.__name__}[grid](...)")
+        raise XejitTypeError(f"launch {self.fn.__name__} with a grid: {self.fn.__name__}[grid](...)")
 
     # --- specialization ---------------------------------------------------------------------
 
@@ -230,7 +278,7 @@ class Kernel:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
-            raise XejitError(f"{self.fn.__name__}: {e}") from None
+            raise XejitTypeError(f"{self.fn.__name__}: {e}") from None
         bound.apply_defaults()
         params, runtime, key = [], [], []
         for p in self.params:
@@ -244,7 +292,7 @@ class Kernel:
                 try:
                     spec = specialize_arg(v)
                 except XejitError as e:
-                    raise XejitError(f"{self.fn.__name__}: argument {p.name!r}: {e}") from None
+                    raise type(e)(f"{self.fn.__name__}: argument {p.name!r}: {e}") from None
                 t = spec.ir_type() if isinstance(spec, ArraySpec) else (index if spec == "int" else f32)
                 params.append(Param(p.name, t))
                 runtime.append((v, spec))
@@ -254,14 +302,30 @@ class Kernel:
 
     def _module(self, params, options, key) -> Module:
         mod = self.cache.get(key)
-        if mod is None:
+        if mod is None or not self._globals_unchanged(mod):
+            if mod is not None:   # a global it read changed: rebuilt (Triton's rule: the values
+                self._reads.pop(id(mod), None)      # of used globals are part of the key)
+                self._written.pop(id(mod), None)
             attrs = {"num_subgroups": options["num_subgroups"], "num_stages": options["num_stages"],
                      "grf_mode": options["grf_mode"]}
-            mod = build_module(self.fn, params, attrs)
-            mod.attributes["specialization"] = key
+            reads: list = []
+            mod = build_module(self.fn, params, attrs, global_reads=reads)
+            # the values of the globals it read are part of the specialization, hence of the
+            # on-disk cache key: a changed global never reuses code compiled for the old value
+            mod.attributes["specialization"] = key + (("globals", tuple(sorted(
+                (r.name, global_fingerprint(r.value)) for r in reads))),) if reads else key
             mod.attributes["source_hash"] = self.source_hash
+            if reads:
+                self._reads[id(mod)] = (mod, tuple(reads))
             self.cache[key] = mod
         return mod
+
+    def _globals_unchanged(self, mod: Module) -> bool:
+        """Whether every global / closure variable ``mod`` was built with still has its value."""
+        hit = self._reads.get(id(mod))
+        if hit is None or hit[0] is not mod:
+            return True
+        return all(r.unchanged() for r in hit[1])
 
     def compile_ir(self, *args, **kwargs) -> Module:
         """The verified XeTile IR module for these arguments (cached per specialization).
@@ -322,6 +386,17 @@ class Kernel:
             return None
         return key
 
+    def _written_positions(self, mod: Module) -> tuple[int, ...]:
+        """Positions (among the runtime arguments) of the arrays ``mod`` writes."""
+        hit = self._written.get(id(mod))
+        if hit is None or hit[0] is not mod:
+            from .codegen.passes.common import written_arrays
+            fn = mod.functions[0]
+            ids = written_arrays(fn)
+            hit = (mod, tuple(i for i, a in enumerate(fn.args) if id(a) in ids))
+            self._written[id(mod)] = hit
+        return hit[1]
+
     @functools.cached_property
     def _constexpr_positions(self) -> frozenset[int]:
         return frozenset(i for i, p in enumerate(self.params) if p.name in self.constexprs)
@@ -329,6 +404,8 @@ class Kernel:
     def run(self, *args, grid: Any, **kwargs) -> None:
         qk = self._quick_key(args, kwargs)
         hit = self._quick.get(qk) if qk is not None else None
+        if hit is not None and id(hit[2]) in self._reads and not self._globals_unchanged(hit[2]):
+            hit = None   # a global the kernel read changed: the full path rebuilds it
         if hit is None:
             params, runtime, options, key = self.bind(args, kwargs)
             mod = self._module(params, options, key)
@@ -346,7 +423,13 @@ class Kernel:
         if callable(grid):
             meta = {p.name: p.value for p in params if p.is_constexpr}
             grid = grid(meta)
-        grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+        grid = launch_grid(grid, self.fn.__name__)
+        for i in self._written_positions(mod):
+            if _is_read_only(runtime_values[i]):
+                from .codegen.errors import ArgumentValueError
+                name = mod.functions[0].arg_names[i]
+                raise ArgumentValueError(f"{self.fn.__name__}: argument {name!r} is read-only but the kernel "
+                                         f"writes it; pass a writeable array (e.g. a copy)")
         interpret = self.interpret if self.interpret is not None else _interpret_env()
         if interpret:
             if runtime is None:
@@ -355,6 +438,33 @@ class Kernel:
             Interpreter().run_grid(mod.functions[0], grid, vals)
         else:
             _compile_and_launch(self, mod, grid, runtime_values, options)
+
+
+def launch_grid(grid: Any, name: str) -> tuple[int, ...]:
+    """``grid`` (an int or a tuple/list of 1 to 3 ints) as a tuple of Python ints.
+
+    Sizes must be integers (Python or numpy; a float such as ``24 / 16`` is a TypeError, never
+    truncated) and non-negative (ValueError); a zero size launches nothing."""
+    if type(grid) is tuple and 1 <= len(grid) <= 3 and all(type(g) is int and g >= 0 for g in grid):
+        return grid   # the common case, checked without conversions
+    from .codegen.errors import ArgumentError, ArgumentValueError
+
+    sizes = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+    if not 1 <= len(sizes) <= 3:
+        raise ArgumentValueError(f"{name}: the grid must have 1 to 3 sizes, got {grid!r}")
+    out = []
+    for g in sizes:
+        try:
+            if isinstance(g, (bool, np.bool_)):
+                raise TypeError
+            g = operator.index(g)   # ints, numpy integers, anything integral with __index__
+        except TypeError:
+            raise ArgumentError(f"{name}: grid sizes must be integers, got {g!r} ({type(g).__name__}) "
+                                f"in grid {grid!r}; use xejit.cdiv(n, block) or // for a rounded size") from None
+        if g < 0:
+            raise ArgumentValueError(f"{name}: grid sizes must be non-negative, got {g} in grid {grid!r}")
+        out.append(g)
+    return tuple(out)
 
 
 class _ConstexprBox:
@@ -382,12 +492,22 @@ def _hashable(v: Any) -> Any:
 
 def _check_options(o: dict[str, Any]) -> None:
     n = o["num_subgroups"]
-    if n is not None and (not isinstance(n, int) or n < 1 or n > 64):
-        raise XejitError(f"num_subgroups must be an int in 1..64, got {n!r}")
-    if not isinstance(o["num_stages"], int) or o["num_stages"] < 0:
-        raise XejitError(f"num_stages must be a non-negative int, got {o['num_stages']!r}")
+    if n is not None and (not _is_int(n) or n < 1 or n > 64):
+        raise (XejitValueError if _is_int(n) else XejitTypeError)(
+            f"num_subgroups must be an int in 1..64, got {n!r}")
+    if not _is_int(o["num_stages"]) or o["num_stages"] < 0:
+        raise (XejitValueError if _is_int(o["num_stages"]) else XejitTypeError)(
+            f"num_stages must be a non-negative int, got {o['num_stages']!r}")
     if o["grf_mode"] not in GRF_MODES:
-        raise XejitError(f"grf_mode must be one of {GRF_MODES}, got {o['grf_mode']!r}")
+        raise XejitValueError(f"grf_mode must be one of {GRF_MODES}, got {o['grf_mode']!r}")
+    if n is not None:
+        o["num_subgroups"] = int(n)
+    o["num_stages"] = int(o["num_stages"])
+
+
+def _is_int(x: Any) -> bool:
+    """A Python or numpy integer (not a bool, not a float with an integral value)."""
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def kernel(fn: Callable | None = None, *, interpret: bool | None = None):

@@ -10,7 +10,7 @@ dtype (fp32 accumulation), int8 results are int32. ``bias`` (shape ``[N]``) and 
 (``"relu"``, ``"gelu_tanh"``) are fused into the kernel's epilogue.
 
 Every 2D operand slice that is row- or column-major (``x``, ``x.T``, ``x[:, ::1][:k]``, ...) is
-passed to the kernel as it is; other strides are copied once. A batch that shares one ``b``
+passed to the kernel as it is; other strides (negative ones too) are copied once. A batch that shares one ``b``
 runs as one launch over the stacked rows when ``a``'s batch and row dimensions collapse.
 
 Each new (M, N, K, dtypes, layouts) is autotuned over ``xejit.kernels.gemm.CONFIGS[target]``
@@ -32,9 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from .errors import XejitError
+from .errors import XejitTypeError, XejitValueError
 
-__all__ = ["matmul", "ACTIVATIONS", "gemm_tuner"]
+__all__ = ["matmul", "ACTIVATIONS", "gemm_tuner", "MatmulError"]
+
+
+class MatmulError(XejitValueError, RuntimeError):
+    """Operands that ``torch.matmul`` would reject for the same reason (shapes that do not match,
+    batch dimensions that do not broadcast, mixed dtypes, a wrong ``out=`` shape or dtype): a
+    ``RuntimeError`` like torch's, and a ``ValueError`` and ``XejitError`` too."""
 
 ACTIVATIONS = ("relu", "gelu_tanh")
 _ACT_ALIASES = {"gelu-tanh": "gelu_tanh", "gelu": "gelu_tanh", "none": None}
@@ -86,7 +92,44 @@ def _is_2d_ok(x: Any) -> bool:
     """True when a 2D array is row- or column-major (the kernel takes it as it is)."""
     r, c = x.shape
     s0, s1 = _strides(x)
+    if s0 < 0 or s1 < 0:   # a reversed view (x[::-1]): copied
+        return False
     return (s1 == 1 or c == 1) or (s0 == 1 or r == 1)
+
+
+def _extent(x: Any) -> tuple[int, int] | None:
+    """[first byte, last byte + 1) of the memory ``x`` spans, or None when it has no elements."""
+    if 0 in tuple(x.shape):
+        return None
+    if _is_torch(x):
+        ptr, it = x.data_ptr(), x.element_size()
+    else:
+        ptr, it = x.__array_interface__["data"][0], x.itemsize
+    offs = [(n - 1) * st * it for n, st in zip(x.shape, _strides(x))]
+    return ptr + sum(min(o, 0) for o in offs), ptr + sum(max(o, 0) for o in offs) + it
+
+
+def _overlaps(x: Any, y: Any) -> bool:
+    """Whether the memory ranges of two arrays intersect (numpy's ``may_share_memory`` test, for
+    torch tensors too: a bound, so interleaved views count as overlapping)."""
+    if _is_torch(x) != _is_torch(y) or (_is_torch(x) and x.device != y.device):
+        return False
+    ex, ey = _extent(x), _extent(y)
+    return ex is not None and ey is not None and ex[0] < ey[1] and ey[0] < ex[1]
+
+
+def _distinct_elements(x: Any) -> bool:
+    """Whether a numpy array's elements are distinct memory (np.lib.stride_tricks can make views
+    where two indices name one element; writing those is ill-defined)."""
+    if x.ndim == 0 or x.flags.c_contiguous or x.flags.f_contiguous:
+        return True
+    dims = sorted((abs(st), n) for n, st in zip(x.shape, x.strides) if n > 1)
+    span = x.itemsize
+    for st, n in dims:
+        if st < span:
+            return False
+        span = st * n
+    return True
 
 
 def _contiguous(x: Any) -> Any:
@@ -101,7 +144,7 @@ def _broadcast(a_batch: tuple[int, ...], b_batch: tuple[int, ...], a: Any, b: An
     out = []
     for x, y in zip(pa, pb):
         if x != y and 1 not in (x, y):
-            raise XejitError(f"xejit.matmul: batch dimensions of a ({_describe(a)}) and b "
+            raise MatmulError(f"xejit.matmul: batch dimensions of a ({_describe(a)}) and b "
                              f"({_describe(b)}) do not broadcast")
         out.append(max(x, y) if 0 not in (x, y) else 0)
     return tuple(out)
@@ -111,7 +154,7 @@ def _collapse_rows(x: Any, keep_last: int) -> Any | None:
     """A 2D view [prod(leading dims), last] of ``x`` when its leading dims (batch and rows)
     collapse into one stride and the last dim is the contiguous one; else None."""
     shape, strides = list(x.shape), list(_strides(x))
-    if strides[-1] != 1 and shape[-1] != 1:
+    if strides[-1] != 1 and shape[-1] != 1 or min(strides) < 0:
         return None
     lead = [(s, st) for s, st in zip(shape[:-1], strides[:-1]) if s != 1]
     rows = int(np.prod(shape[:-1], dtype=np.int64))
@@ -167,7 +210,7 @@ def tune_limit(target: str) -> int | None:
     try:
         return max(1, int(v))
     except ValueError:
-        raise XejitError(f"XEJIT_MATMUL_TUNE must be 'all' or a number of configs, got {v!r}") from None
+        raise XejitValueError(f"XEJIT_MATMUL_TUNE must be 'all' or a number of configs, got {v!r}") from None
 
 
 def gemm_tuner(target: str | None = None):
@@ -196,12 +239,12 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
     if M == 0 or N == 0:
         return
     if K == 0:
-        # an empty sum: bias and activation of zero
+        # an empty sum: the activation of the bias (or of zero)
         z = np.zeros((M, N), np.float64)
         if bias is not None:
             z = z + np.asarray(bias.float().cpu().numpy() if _is_torch(bias) else bias, np.float64)
-        if activation == "relu":
-            z = np.maximum(z, 0)
+        with np.errstate(all="ignore"):
+            z = _activate(z, activation)
         _write(c2, z)
         return
     tuner = gemm_tuner()
@@ -252,6 +295,15 @@ def _padded_pitch(b: Any, m: int) -> Any:
     return buf[:, :N]
 
 
+def _activate(z: np.ndarray, activation: str | None) -> np.ndarray:
+    """The kernel's epilogue in numpy (float64): NaN stays NaN through relu, as in torch."""
+    if activation == "relu":
+        return np.where(z < 0, 0.0, z)
+    if activation == "gelu_tanh":
+        return 0.5 * z * (1.0 + np.tanh(0.7978845608028654 * (z + 0.044715 * z * z * z)))
+    return z
+
+
 def _write(dst: Any, values: np.ndarray) -> None:
     if _is_torch(dst):
         import torch
@@ -273,18 +325,23 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
     """``activation(a @ b + bias)`` with ``torch.matmul``'s shape rules; see the module docstring.
 
     Raises:
-        XejitError: unsupported dtypes, mismatched shapes or dtypes (the message names both
-            operands' dtypes and shapes), a wrong ``out=``, an unknown activation.
+        MatmulError: what ``torch.matmul`` raises a ``RuntimeError`` for (shapes that do not match,
+            batch dimensions that do not broadcast, mixed dtypes, a 0-d operand, a wrong ``out=``
+            shape or dtype, a bias of the wrong shape or dtype); also a ``ValueError``.
+        XejitTypeError: an operand, ``bias`` or ``out=`` that is not an array of the operands' kind
+            (``out=[...]``), an unsupported dtype.
+        XejitValueError: an unknown activation, a read-only ``out=``.
+        All are ``XejitError``s; messages name the operands' dtypes and shapes.
     """
     if _is_torch(a) or _is_torch(b):
         if not (_is_torch(a) and _is_torch(b)):
-            raise XejitError(f"xejit.matmul: a ({type(a).__name__}) and b ({type(b).__name__}) must both "
+            raise XejitTypeError(f"xejit.matmul: a ({type(a).__name__}) and b ({type(b).__name__}) must both "
                              f"be torch tensors or both arrays")
         if out is None:
             from .torch_ops import matmul_op  # registers torch.ops.xejit.matmul on first use
             return matmul_op(a, b, bias, _activation(activation, a))
         if any(t is not None and t.requires_grad for t in (a, b, bias)) and __import__("torch").is_grad_enabled():
-            raise XejitError("xejit.matmul: out= does not support autograd; call it without out= "
+            raise MatmulError("xejit.matmul: out= does not support autograd; call it without out= "
                              "or under torch.no_grad()")
         return _matmul(a, b, bias, activation, out)
     return _matmul(_as_array(a, "a"), _as_array(b, "b"),
@@ -297,13 +354,13 @@ def _as_array(x: Any, name: str) -> np.ndarray:
     try:
         return np.asarray(x)
     except Exception:
-        raise XejitError(f"xejit.matmul: {name} of type {type(x).__name__} is not an array") from None
+        raise XejitTypeError(f"xejit.matmul: {name} of type {type(x).__name__} is not an array") from None
 
 
 def _activation(activation: str | None, a: Any) -> str | None:
     act = _ACT_ALIASES.get(activation, activation) if isinstance(activation, str) else activation
     if act is not None and act not in ACTIVATIONS:
-        raise XejitError(f"xejit.matmul: unknown activation {activation!r}; expected one of "
+        raise XejitValueError(f"xejit.matmul: unknown activation {activation!r}; expected one of "
                          f"{', '.join(map(repr, ACTIVATIONS))} or None")
     return act
 
@@ -312,16 +369,16 @@ def _result_shape_dtype(a: Any, b: Any) -> tuple[tuple[int, ...], str]:
     da, db = _dtype_name(a), _dtype_name(b)
     for name, x, d in (("a", a, da), ("b", b, db)):
         if d not in _SUPPORTED:
-            raise XejitError(f"xejit.matmul: {name} ({_describe(x)}) has an unsupported dtype; supported: "
+            raise XejitTypeError(f"xejit.matmul: {name} ({_describe(x)}) has an unsupported dtype; supported: "
                              f"{', '.join(_SUPPORTED)}")
         if x.ndim == 0:
-            raise XejitError(f"xejit.matmul: {name} is a 0-d array; both operands need at least 1 dimension")
+            raise MatmulError(f"xejit.matmul: {name} is a 0-d array; both operands need at least 1 dimension")
     if da != db:
-        raise XejitError(f"xejit.matmul: a ({_describe(a)}) and b ({_describe(b)}) must have the same dtype")
+        raise MatmulError(f"xejit.matmul: a ({_describe(a)}) and b ({_describe(b)}) must have the same dtype")
     a_shape = (1,) + tuple(a.shape) if a.ndim == 1 else tuple(a.shape)
     b_shape = tuple(b.shape) + (1,) if b.ndim == 1 else tuple(b.shape)
     if a_shape[-1] != b_shape[-2]:
-        raise XejitError(f"xejit.matmul: shapes do not match: a ({_describe(a)}) has K={a_shape[-1]} "
+        raise MatmulError(f"xejit.matmul: shapes do not match: a ({_describe(a)}) has K={a_shape[-1]} "
                          f"columns but b ({_describe(b)}) has {b_shape[-2]} rows")
     batch = _broadcast(a_shape[:-2], b_shape[:-2], a, b)
     shape = batch + (a_shape[-2], b_shape[-1])
@@ -336,18 +393,18 @@ def _matmul(a: Any, b: Any, bias: Any, activation: str | None, out: Any) -> Any:
     act = _activation(activation, a)
     shape, rdtype = _result_shape_dtype(a, b)
     if act == "gelu_tanh" and rdtype == "int32":
-        raise XejitError(f"xejit.matmul: activation 'gelu_tanh' needs float operands, got {_describe(a)}")
+        raise XejitTypeError(f"xejit.matmul: activation 'gelu_tanh' needs float operands, got {_describe(a)}")
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
     M, K, N = a2.shape[-2], a2.shape[-1], b2.shape[-1]
     if bias is not None:
         if _is_torch(bias) != _is_torch(a):
-            raise XejitError("xejit.matmul: bias must be of the same kind (torch/numpy) as a and b")
+            raise XejitTypeError("xejit.matmul: bias must be of the same kind (torch/numpy) as a and b")
         if tuple(bias.shape) not in ((N,), (1,), ()):
-            raise XejitError(f"xejit.matmul: bias ({_describe(bias)}) must have shape [{N}] (the result's "
+            raise MatmulError(f"xejit.matmul: bias ({_describe(bias)}) must have shape [{N}] (the result's "
                              f"last dimension)")
         if _dtype_name(bias) != rdtype:
-            raise XejitError(f"xejit.matmul: bias ({_describe(bias)}) must have the result dtype {rdtype}")
+            raise MatmulError(f"xejit.matmul: bias ({_describe(bias)}) must have the result dtype {rdtype}")
         if tuple(bias.shape) != (N,):
             bias = (bias.reshape(1).expand(N) if _is_torch(bias) else np.broadcast_to(bias.reshape(1), (N,)))
         if _strides(bias)[0] != 1 and N > 1:
@@ -355,11 +412,22 @@ def _matmul(a: Any, b: Any, bias: Any, activation: str | None, out: Any) -> Any:
     if out is None:
         out = _empty_like_kind(a, shape, rdtype)
     else:
-        if _is_torch(out) != _is_torch(a):
-            raise XejitError(f"xejit.matmul: out ({type(out).__name__}) must be of the same kind as a and b")
+        if _is_torch(out) != _is_torch(a) or not (_is_torch(out) or isinstance(out, np.ndarray)):
+            raise XejitTypeError(f"xejit.matmul: out ({type(out).__name__}) must be an array of the same kind "
+                                 f"as a and b ({type(a).__name__})")
         if tuple(out.shape) != shape or _dtype_name(out) != rdtype:
-            raise XejitError(f"xejit.matmul: out ({_describe(out)}) must be {rdtype} {list(shape)} for "
-                             f"a ({_describe(a)}) @ b ({_describe(b)})")
+            raise MatmulError(f"xejit.matmul: out ({_describe(out)}) must be {rdtype} {list(shape)} for "
+                              f"a ({_describe(a)}) @ b ({_describe(b)})")
+        if not _is_torch(out) and not out.flags.writeable:
+            raise XejitValueError(f"xejit.matmul: out ({_describe(out)}) is read-only")
+        if 0 not in out.shape and (any(st == 0 and n > 1 for n, st in zip(out.shape, _strides(out))) or
+                                   (not _is_torch(out) and not _distinct_elements(out))):
+            raise MatmulError(f"xejit.matmul: out ({_describe(out)}, strides {list(_strides(out))}) has "
+                              f"elements that share memory; pass an out= without repeated elements")
+        if 0 not in out.shape and any(x is not None and _overlaps(out, x) for x in (a, b, bias)):
+            # out= aliases an input: compute into a new array, then copy (as torch.matmul does)
+            _copy_into(out, _matmul(a, b, bias, activation, None))
+            return out
     if 0 in out.shape:
         return out
     # The result viewed with explicit [batch..., M, N] dimensions (1-D operands restored).

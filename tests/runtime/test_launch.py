@@ -100,7 +100,7 @@ def test_bad_arguments_are_clear_errors(vadd, mutate, error, match):
 def test_read_only_output_is_rejected(vadd):
     args = _args()
     args[2].flags.writeable = False
-    with pytest.raises(ArgumentError, match="read-only"):
+    with pytest.raises(ValueError, match="read-only"):
         vadd.launch((1,), (16,), *args)
 
 

@@ -4,10 +4,10 @@ All derive from :class:`XejitError` so that a user can catch every xejit failure
 """
 from __future__ import annotations
 
-from ..errors import XejitError  # the one base class, shared with the frontend's CompilationError
+from ..errors import XejitError, XejitTypeError, XejitValueError  # shared with the frontend's CompilationError
 
 __all__ = ["XejitError", "ToolError", "SpirvValidationError", "DeviceError", "BuildError", "LaunchError",
-           "ArgumentError"]
+           "ArgumentError", "ArgumentValueError"]
 
 
 class ToolError(XejitError):
@@ -33,5 +33,10 @@ class LaunchError(XejitError):
     """A kernel launch was rejected: bad grid, bad arguments, or a failed submission."""
 
 
-class ArgumentError(LaunchError, TypeError):
-    """An argument does not match the kernel's signature (count, type, layout)."""
+class ArgumentError(LaunchError, XejitTypeError):
+    """An argument does not match the kernel's signature (count, type, layout); a ``TypeError``."""
+
+
+class ArgumentValueError(LaunchError, XejitValueError):
+    """An argument or grid of the right type with a value that cannot be used (a negative grid
+    size, a read-only array the kernel writes); a ``ValueError``."""

@@ -289,7 +289,8 @@ def get_target(name: str) -> Target:
     try:
         return TARGETS[name.lower()]
     except (KeyError, AttributeError):
-        raise ValueError(f"unknown target {name!r}; known targets: {', '.join(TARGETS)}") from None
+        from ..errors import XejitValueError
+        raise XejitValueError(f"unknown target {name!r}; known targets: {', '.join(TARGETS)}") from None
 
 
 def _pow2(x: int) -> bool:

@@ -39,7 +39,17 @@ class SourceInfo:
 
     @classmethod
     def of(cls, fn: Callable) -> tuple["SourceInfo", ast.FunctionDef]:
-        lines, first = inspect.getsourcelines(fn)
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError) as e:
+            code = getattr(fn, "__code__", None)
+            raise CompilationError(
+                f"cannot read the source of {getattr(fn, '__qualname__', fn)!r} ({e}): xejit compiles "
+                f"a kernel and the helpers it calls from their Python source, which a function made "
+                f"by exec(), eval() or typed at an interactive prompt does not keep; define it in a "
+                f"file (or put its source in linecache under the filename passed to compile())",
+                file=getattr(code, "co_filename", "<unknown>"),
+                line=getattr(code, "co_firstlineno", 0)) from None
         raw = "".join(lines)
         text = textwrap.dedent(raw)
         indent = len(lines[0]) - len(lines[0].lstrip()) if text != raw else 0
@@ -84,7 +94,8 @@ class CodeGenerator(ast.NodeVisitor):
     """Walks one function body, emitting IR through :class:`Semantic`."""
 
     def __init__(self, fn: Callable, builder: Builder, scope: dict[str, Any],
-                 src: SourceInfo, fdef: ast.FunctionDef, depth: int = 0):
+                 src: SourceInfo, fdef: ast.FunctionDef, depth: int = 0,
+                 reads: dict[tuple[int, str], "GlobalRead"] | None = None):
         self.fn = fn
         self.b = builder
         self.sem = Semantic(builder)
@@ -92,15 +103,21 @@ class CodeGenerator(ast.NodeVisitor):
         self.src = src
         self.fdef = fdef
         self.depth = depth
-        self.globals = dict(getattr(fn, "__globals__", {}))
+        self.module_globals = getattr(fn, "__globals__", {})
+        self.globals = dict(self.module_globals)
+        self.cells: dict[str, Any] = {}
         code = getattr(fn, "__code__", None)
         if code is not None and fn.__closure__:
             for name, cell in zip(code.co_freevars, fn.__closure__):
                 try:
                     self.globals[name] = cell.cell_contents
+                    self.cells[name] = cell
                 except ValueError:
                     pass
         self.loop_locals: set[str] = set()
+        #: every global / closure variable the kernel and its inlined helpers read, shared by all
+        #: generators of one build (the jit recompiles when one of them changes)
+        self.reads: dict[tuple[int, str], GlobalRead] = {} if reads is None else reads
 
     # --- one place where errors get their position --------------------------------------------
 
@@ -210,7 +227,11 @@ class CodeGenerator(ast.NodeVisitor):
                 else:
                     if any(is_runtime(a) for a in args):
                         raise SemanticError("static_range bounds must be compile-time values")
-                    return self.unrolled(node, range(*args))
+                    try:
+                        seq = _compile_time_call(range, args, {})
+                    except SemanticError as e:   # point at the range(...) call
+                        raise self.src.error(it, str(e)) from None
+                    return self.unrolled(node, seq)
         if bounds is None:
             seq = self.visit(it)
             if is_runtime(seq) or isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
@@ -302,7 +323,11 @@ class CodeGenerator(ast.NodeVisitor):
             raise SemanticError(f"'{name}' is defined inside a runtime loop and cannot be used "
                                 f"after it; assign it before the loop to carry it")
         if name in self.globals:
-            return self.globals[name]
+            value = self.globals[name]
+            where = self.cells.get(name, self.module_globals)
+            if (id(where), name) not in self.reads:
+                self.reads[(id(where), name)] = GlobalRead(where, name, value)
+            return value
         if name in _COMPILE_TIME_BUILTINS:
             return getattr(builtins, name)
         raise SemanticError(f"undefined name '{name}'")
@@ -377,14 +402,21 @@ class CodeGenerator(ast.NodeVisitor):
     def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
         v = self.visit(node.operand)
         if not is_runtime(v):
-            return {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x,
-                    ast.Invert: lambda x: ~x}[type(node.op)](v)
+            fn = {ast.USub: lambda x: -x, ast.UAdd: lambda x: +x, ast.Not: lambda x: not x,
+                  ast.Invert: lambda x: ~x}[type(node.op)]
+            try:
+                return fn(v)
+            except (TypeError, ValueError, ArithmeticError) as e:
+                raise SemanticError(f"cannot compute {type(node.op).__name__.lower()} of {v!r} at "
+                                    f"compile time: {e}") from None
         if isinstance(node.op, ast.USub):
             return self.sem.unary("neg", v)
         if isinstance(node.op, ast.UAdd):
             return v
         if isinstance(node.op, ast.Invert):
-            return self.sem.binary("^", v, -1 if self.sem.dtype_of(v).is_signed else True)
+            d = self.sem.dtype_of(v)   # ~x flips every bit: xor with all ones of x's type
+            return self.sem.binary("^", v, -1 if d.is_signed else True if d.kind == "bool"
+                                   else (1 << d.bitwidth) - 1)
         raise SemanticError("'not' needs a compile-time value; use ~mask or == 0 for runtime values")
 
     _CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
@@ -459,7 +491,7 @@ class CodeGenerator(ast.NodeVisitor):
             return self.builtin(name, args, kwargs, node)
         if getattr(f, "__xejit_compile_time__", False):
             _no_runtime(f, args, kwargs)
-            return f(*args, **kwargs)
+            return _compile_time_call(f, args, kwargs)
         inner = getattr(f, "fn", None) if hasattr(f, "__xejit_kernel__") else None
         if getattr(f, "__xejit_inline__", False) or inner is not None:
             return self.inline(inner or f, args, kwargs)
@@ -487,7 +519,7 @@ class CodeGenerator(ast.NodeVisitor):
                 raise SemanticError(f"calling {getattr(f, '__name__', f)}() is not supported "
                                     f"inside a kernel")
             _no_runtime(f, args, kwargs)
-            return f(*args, **kwargs)
+            return _compile_time_call(f, args, kwargs)
         raise SemanticError(f"cannot call {getattr(f, '__name__', type_name(f))} inside a kernel; "
                             f"only xejit.language functions, @xl.inline helpers and compile-time "
                             f"builtins can be called")
@@ -495,13 +527,16 @@ class CodeGenerator(ast.NodeVisitor):
     def inline(self, f: Callable, args: list, kwargs: dict) -> Any:
         if self.depth > 32:
             raise SemanticError(f"inlining {f.__name__} recursed too deeply")
-        src, fdef = SourceInfo.of(f)
+        try:
+            src, fdef = SourceInfo.of(f)
+        except CompilationError as e:   # no source: point at the call in the kernel
+            raise SemanticError(e.message) from None
         try:
             bound = inspect.signature(f).bind(*args, **kwargs)
         except TypeError as e:
             raise SemanticError(f"bad call to {f.__name__}: {e}")
         bound.apply_defaults()
-        gen = CodeGenerator(f, self.b, dict(bound.arguments), src, fdef, self.depth + 1)
+        gen = CodeGenerator(f, self.b, dict(bound.arguments), src, fdef, self.depth + 1, self.reads)
         body = fdef.body
         for i, s in enumerate(body):
             if isinstance(s, ast.Return) and i != len(body) - 1:
@@ -518,7 +553,7 @@ class CodeGenerator(ast.NodeVisitor):
             if name == "cdiv":
                 a, b = args
                 if not is_runtime(a) and not is_runtime(b):
-                    return -(-a // b)
+                    return _fold("-", 0, _fold("//", _fold("-", 0, a), b))
                 return sem.binary("//", sem.binary("-", sem.binary("+", a, b), 1), b)
             if name in ("program_id", "num_programs"):
                 axis = kwargs.get("axis", args[0] if args else None)
@@ -526,7 +561,8 @@ class CodeGenerator(ast.NodeVisitor):
                     raise SemanticError(f"{name} axis must be 0, 1 or 2, got {axis!r}")
                 return self.b.create(f"xejit.{name}", [], [index], {"axis": axis}).result
             if name == "static_range":
-                return range(*args)
+                _no_runtime(range, args, kwargs)
+                return _compile_time_call(range, args, kwargs)
             if name in ("zeros",):
                 return sem.full(kwargs.pop("shape", args[0] if args else None), 0,
                                 kwargs.get("dtype", args[1] if len(args) > 1 else f32))
@@ -561,6 +597,17 @@ class CodeGenerator(ast.NodeVisitor):
             if "argument" not in msg:
                 raise
             raise SemanticError(f"bad arguments to xl.{name}: {msg.split(') ', 1)[-1]}") from None
+
+
+def _compile_time_call(f: Callable, args: list, kwargs: dict) -> Any:
+    """Call a compile-time function (``range``, ``min``, ``math.*``, ``xl.wg_map``, ...) on
+    compile-time values; its failure is the kernel's mistake (``range(2.5)``), not the compiler's."""
+    try:
+        return f(*args, **kwargs)
+    except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError) as e:
+        shown = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+        raise SemanticError(f"{getattr(f, '__name__', f)}({shown}) failed at compile time: "
+                            f"{type(e).__name__}: {e}") from None
 
 
 def _no_runtime(f: Any, args: list, kwargs: dict) -> None:
@@ -601,6 +648,56 @@ _HINTS = {
 }
 
 
+_MISSING = object()
+
+
+class GlobalRead:
+    """A module global or closure variable read at compile time, with the value it had.
+
+    ``unchanged()`` says whether it still has that value: the same object, or for numbers,
+    strings and (nested) tuples / lists / dicts of them, an equal value (lists are compared by
+    content, so an in-place change counts). Attributes of the object (``cfg.BLOCK``) are not
+    tracked, only the name's binding."""
+    __slots__ = ("scope", "name", "value", "frozen")
+
+    def __init__(self, scope: Any, name: str, value: Any):
+        self.scope, self.name, self.value = scope, name, value
+        self.frozen = _freeze(value)
+
+    def current(self) -> Any:
+        if isinstance(self.scope, dict):
+            return self.scope.get(self.name, _MISSING)
+        try:
+            return self.scope.cell_contents
+        except ValueError:
+            return _MISSING
+
+    def unchanged(self) -> bool:
+        cur = self.current()
+        if cur is self.value and not isinstance(cur, (list, dict)):
+            return True
+        return _freeze(cur) == self.frozen
+
+    def __repr__(self) -> str:
+        return f"GlobalRead({self.name}={self.value!r})"
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _freeze(v: Any) -> Any:
+    """A comparable snapshot: values for plain data, identity for everything else."""
+    if isinstance(v, float) and v != v:
+        return (float, "nan")
+    if isinstance(v, _PLAIN):
+        return (type(v), v)
+    if isinstance(v, (list, tuple)):
+        return (type(v), tuple(_freeze(x) for x in v))
+    if isinstance(v, dict):
+        return (dict, tuple((_freeze(k), _freeze(x)) for k, x in v.items()))
+    return ("object", id(v))
+
+
 @dataclass
 class Param:
     """A kernel parameter as the frontend sees it: a compile-time value or a runtime type."""
@@ -614,8 +711,11 @@ class Param:
 
 
 def build_module(fn: Callable, params: Sequence[Param], attributes: dict[str, Any] | None = None,
-                 verify: bool = True) -> Module:
+                 verify: bool = True, global_reads: list | None = None) -> Module:
     """Translate a kernel into a verified XeTile IR module.
+
+    ``global_reads``, when given, receives a :class:`GlobalRead` for each module global or
+    closure variable the kernel (or a helper it inlines) read while being translated.
 
     Example:
         >>> from xejit.ir.core import ArrayType, f32, index
@@ -634,6 +734,8 @@ def build_module(fn: Callable, params: Sequence[Param], attributes: dict[str, An
     builder = Builder.at_end(func.entry)
     gen = CodeGenerator(fn, builder, scope, src, fdef)
     gen.visit_body(fdef.body)
+    if global_reads is not None:
+        global_reads.extend(gen.reads.values())
     builder.loc = src.loc(fdef, fdef.name)
     builder.create("func.return")
     _infer_num_subgroups(func)

@@ -7,15 +7,50 @@ with a plain-English message; the visitor adds the source position.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..ir.core import (ArrayType, Builder, Layout, ScalarType, TileType, Value, VectorType,
-                       bf16, f16, f32, i1, i8, i32, i64, index, u8)
+                       bf16, bf16_bits_to_f32, f16, f32, f32_to_bf16_bits, i1, i8, i32, i64, index, u8)
 from ..ir.xetile import ATOMIC_KINDS, REDUCE_KINDS, shape_of
 
 
 class SemanticError(Exception):
     """A user mistake found while building IR (the visitor turns it into a CompilationError)."""
+
+
+def check_fits(value: Any, dtype: ScalarType, what: str = "the constant") -> None:
+    """A compile-time number must be exactly representable in range of ``dtype`` (numpy 2's rule
+    for Python scalars: ``np.int8(1) + 300`` is an OverflowError): integers in the type's range,
+    no fractional float for an integer type, no finite float that rounds to infinity. ``inf`` and
+    ``nan`` themselves are float values like any other."""
+    v = value.item() if isinstance(value, np.generic) else value
+    if dtype == i1:
+        if v not in (0, 1):   # True, False, 0, 1 (and 0.0, 1.0)
+            raise SemanticError(f"{what} {value!r} is not a bool (i1 takes True, False, 0 or 1)")
+        return
+    if dtype.is_int:
+        if isinstance(v, float) and not v.is_integer():
+            raise SemanticError(f"cannot use the float {value!r} as {dtype}: {what} is not an integer")
+        bw = dtype.bitwidth
+        lo, hi = (0, (1 << bw) - 1) if dtype.kind == "uint" else (-(1 << (bw - 1)), (1 << (bw - 1)) - 1)
+        if not lo <= int(v) <= hi:
+            raise SemanticError(f"{what} {value!r} does not fit in {dtype} (range {lo}..{hi}); use a value "
+                                f"in range, or compute in a wider type and cast with .to(...)")
+        return
+    try:
+        fv = float(v)
+    except OverflowError:
+        raise SemanticError(f"{what} {value!r} overflows {dtype} (it would become inf)") from None
+    if math.isfinite(fv):
+        with np.errstate(over="ignore"):
+            r = np.float16(fv) if dtype == f16 else np.float32(fv)
+        if dtype == bf16 and np.isfinite(r):
+            r = bf16_bits_to_f32(f32_to_bf16_bits(np.float32(r)))
+        if not np.isfinite(r):
+            raise SemanticError(f"{what} {value!r} overflows {dtype} (it would become inf)")
 
 
 def is_runtime(x: Any) -> bool:
@@ -40,11 +75,12 @@ class Semantic:
 
     def const(self, value: Any, t: ScalarType | VectorType, name: str | None = None) -> Value:
         dtype = t.dtype if isinstance(t, VectorType) else t
+        if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            raise SemanticError(f"expected a number for a {dtype} value, got {type_name(value)}")
+        check_fits(value, dtype)
         if isinstance(value, bool) or dtype == i1:
             value = bool(value)
         elif dtype.is_int:
-            if isinstance(value, float) and not value.is_integer():
-                raise SemanticError(f"cannot use the float {value} as {dtype}")
             value = int(value)
         else:
             value = float(value)
@@ -291,6 +327,7 @@ class Semantic:
 
     def load_tile(self, tile: Any, padding: Any = 0) -> Value:
         t = self.need(tile, (TileType,), "load_tile's argument")
+        check_fits(self.padding_arg(padding, "load_tile"), t.type.dtype, "the padding")
         attrs = {"padding": self.padding_arg(padding, "load_tile")} if padding != 0 else {}
         return self.b.create("xetile.load_tile", [t], [VectorType(t.type.shape, t.type.dtype)],
                              attrs).result
@@ -354,8 +391,12 @@ class Semantic:
     def tile_broadcast(self, x: Any, shape: Any) -> Value:
         x = self.need(x, (VectorType,), "tile_broadcast's argument")
         shape = self.shape_arg(shape, "tile_broadcast shape")
-        return self.to_value(x, x.type.dtype, self.broadcast_shape(x.type.shape, shape,
-                                                                    "tile_broadcast"))
+        src = tuple(x.type.shape)
+        if len(src) != len(shape) or any(s != d and s != 1 for s, d in zip(src, shape)):
+            raise SemanticError(f"tile_broadcast cannot broadcast a {list(src)} tile to {list(shape)}: "
+                                f"each dimension must equal the target's or be 1 (broadcasting "
+                                f"never shrinks a tile; use tile_reduce for that)")
+        return self.to_value(x, x.type.dtype, shape)
 
     def tile_transpose(self, x: Any, wg_map: Any = None) -> Value:
         x = self.need(x, (VectorType,), "tile_transpose's argument")
@@ -381,6 +422,7 @@ class Semantic:
 
     def load_gather(self, tile: Any, mask: Any = None, padding: Any = 0) -> Value:
         t = self.need(tile, (TileType,), "load_gather's argument")
+        check_fits(self.padding_arg(padding, "load_gather"), t.type.dtype, "the padding")
         attrs = {"padding": self.padding_arg(padding, "load_gather")} if padding != 0 else {}
         return self.b.create("xetile.load_gather", [t, self.mask_for(t, mask)],
                              [VectorType(t.type.shape, t.type.dtype)], attrs).result
@@ -402,6 +444,8 @@ class Semantic:
         if not all(isinstance(v, int) for v in (start, end)) or end <= start:
             raise SemanticError(f"arange bounds must be compile-time ints with start < end, got "
                                 f"{start!r}, {end!r}")
+        if axis not in (0, 1):
+            raise SemanticError(f"arange axis must be 0 or 1, got {axis!r}")
         n = end - start
         shape = (1, n) if axis == 1 else (n, 1)
         v = self.b.create("vector.step", [], [VectorType(shape, index)]).result

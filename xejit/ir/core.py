@@ -19,6 +19,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+# The one exception base of xejit: a leaf module without imports (the only thing this package
+# takes from the rest of xejit), so that IR errors are XejitErrors too.
+from ..errors import XejitError
+
 # ----------------------------------------------------------------------------------------------
 # Types
 # ----------------------------------------------------------------------------------------------
@@ -434,7 +438,7 @@ class Module:
 # ----------------------------------------------------------------------------------------------
 
 
-class VerifyError(Exception):
+class VerifyError(XejitError, ValueError):
     """An op breaks a rule of its definition. ``op`` is the offending op (has ``.loc``)."""
 
     def __init__(self, message: str, op: Operation | None = None):

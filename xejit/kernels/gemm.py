@@ -41,8 +41,8 @@ def gemm_kernel(a, b, bias, c, M, N, K,
         tb = xl.update_tile_offset(tb, BK, 0)
     if HAS_BIAS:
         acc = acc + xl.load_tile(xl.init_tile(bias, [0, n], [1, BN])).to(ACC)
-    if ACT == "relu":
-        acc = xl.maximum(acc, 0.0)
+    if ACT == "relu":   # NaN stays NaN (torch.relu); maximum(NaN, 0) would give 0
+        acc = xl.where(acc < 0, 0, acc)
     if ACT == "gelu_tanh":
         inner = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
         acc = 0.5 * acc * (1.0 + xl.tanh(inner))

@@ -4,7 +4,10 @@ Entries live under ``XEJIT_CACHE_DIR`` (default ``~/.cache/xejit``) as ``<key[:2
 Each file is ``MAGIC | sha256(payload) | payload``: a truncated or corrupted file fails the
 check, is deleted and reported as a miss, so it is rebuilt and never loaded. Writes go to a
 temporary file in the same directory and are published with ``os.replace``, which is atomic,
-so concurrent processes see either no entry or a whole one.
+so concurrent processes see either no entry or a whole one. The checksum proves an entry is the
+bytes that were written, not that its reader can use them: readers validate the payload (e.g.
+``xejit.device_launch.usable_entry`` checks the JSON, the ABI and the SPIR-V header and
+instruction stream) and :meth:`Cache.discard` an entry they cannot use, which is then rebuilt.
 
 Example:
     >>> import tempfile
@@ -94,6 +97,18 @@ class Cache:
                 os.unlink(tmp)
             except (OSError, UnboundLocalError):
                 pass
+
+    def discard(self, key: str) -> None:
+        """Forget an entry its user found unusable (well-formed for the cache, but not what the
+        reader expects): removed from memory and disk and counted in ``corrupt``, so the next
+        ``get`` is a miss and the rebuilt entry replaces it."""
+        with self._lock:
+            self._memory.pop(key, None)
+            self.corrupt += 1
+        try:
+            self._path(key).unlink()
+        except OSError:
+            pass
 
     def clear_memory(self) -> None:
         with self._lock:

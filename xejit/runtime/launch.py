@@ -7,7 +7,9 @@ A kernel's signature lists one kind per argument:
   USM shared memory with their strides and, for ``"ptr"``, back out),
   numpy arrays that already live in USM memory (see :func:`xejit.runtime.usm.empty`; zero-copy),
   any object with ``__sycl_usm_array_interface__`` (dpnp / dpctl arrays; zero-copy), and torch
-  CPU tensors (through USM shared memory, like numpy arrays).
+  CPU tensors (through USM shared memory, like numpy arrays). A read-only array (numpy's
+  ``writeable`` flag, also on USM views; the read-only flag of a SUAI object) passed as ``"ptr"``
+  is refused with a ``ValueError`` before anything is staged or launched.
 - a scalar kind (``"i32"``, ``"i64"``, ``"u32"``, ``"u64"``, ``"f32"``, ``"f64"``, ``"f16"``):
   a Python or numpy number, converted to exactly that type; an out-of-range value is an error.
 
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codegen.errors import ArgumentError, LaunchError
+from ..codegen.errors import ArgumentError, ArgumentValueError, LaunchError
 from .device import Device
 
 _SCALARS = {
@@ -87,6 +89,15 @@ def _as_numpy(value, name: str):
     return None
 
 
+def _suai_read_only(value) -> bool:
+    """The read-only flag of an array's ``__sycl_usm_array_interface__``. dpctl's raw memory
+    objects (``dpctl.memory.MemoryUSM*``) set it on every allocation, so for them it means nothing."""
+    if type(value).__module__.startswith("dpctl.memory"):
+        return False
+    data = getattr(value, "__sycl_usm_array_interface__", {}).get("data", ())
+    return len(data) > 1 and bool(data[1])
+
+
 def _check_layout(arr: np.ndarray, name: str) -> None:
     """Row- or column-major, the outer stride possibly padded (a view ``x[:, :n]`` of a wider
     array): one dimension contiguous, non-negative strides, at most 2 dimensions."""
@@ -144,12 +155,15 @@ def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
     for i, (kind, value) in enumerate(zip(kernel.signature, values)):
         if kind in ("ptr", "ptr_in") and type(value) is np.ndarray:
             hit = _zero_copy.get(id(value))
-            if hit is not None and hit[0]() is value and hit[1] is queue:
+            if hit is not None and hit[0]() is value and hit[1] is queue and (
+                    kind == "ptr_in" or value.flags.writeable):
                 out.args.append(hit[2])
                 continue
         name = f"{kernel.name}: argument {i}"
         if kind in ("ptr", "ptr_in"):
             if not isinstance(value, np.ndarray) and hasattr(value, "__sycl_usm_array_interface__"):
+                if kind == "ptr" and _suai_read_only(value):
+                    raise ArgumentValueError(f"{name}: the kernel writes this array but it is read-only")
                 try:
                     out.args.append(dm.as_usm_memory(value))
                 except Exception as e:
@@ -159,6 +173,8 @@ def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
             if arr is None:
                 raise ArgumentError(f"{name} must be an array (numpy, torch, dpctl/dpnp), got {type(value).__name__}")
             _check_layout(arr, name)
+            if kind == "ptr" and not arr.flags.writeable:   # before anything is staged or launched
+                raise ArgumentValueError(f"{name}: the kernel writes this array but it is read-only")
             owner = _usm_owner(arr)
             same_context, base = _usm_info(owner, queue) if owner is not None else (False, 0)
             if same_context:
@@ -181,8 +197,6 @@ def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
                 staged[...] = arr
             out.args.append(mem)
             if kind == "ptr":
-                if not arr.flags.writeable:
-                    raise ArgumentError(f"{name}: the kernel writes this array but it is read-only")
                 out.copy_back.append((staged, arr))
         elif kind in _SCALARS:
             ctype, npt = _SCALARS[kind]
