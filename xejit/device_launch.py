@@ -142,7 +142,7 @@ def usable_entry(blob: bytes, num_args: int) -> tuple[dict, bytes] | tuple[None,
                     and 0 <= step[0] < num_args and step[1] == kind and isinstance(step[2], str)
                     and (step[2] in ("ptr", "value") or re.fullmatch(r"(shape|stride)\d", step[2]))):
                 return None, None
-        if not all(type(w) is int and w >= 1 for w in wg):
+        if not all(type(w) is int and w >= 1 for w in wg) or not isinstance(meta.get("build_options", ""), str):
             return None, None
         spv = base64.b64decode(meta["spv"].encode("ascii"), validate=True)
     except (UnicodeError, ValueError, binascii.Error):   # json and base64 errors are ValueErrors
