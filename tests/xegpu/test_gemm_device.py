@@ -39,6 +39,7 @@ FAST = [
     ("pvc", "f32", (24, 40, 40), (16, 32, 16), False, False),        # tf32
     ("pvc", "i8", (24, 48, 96), (16, 32, 64), False, False),         # int8 -> int32, exact
     ("pvc", "bf16", (16, 32, 48), (16, 32, 16), True, False),        # B column-major: transposed loads
+    ("pvc", "i8", (24, 48, 96), (16, 32, 64), True, False),          # int8 B column-major: 32-bit transposed
     ("dg2", "bf16", (24, 24, 48), (8, 16, 32), False, False),
     ("dg2", "i8", (24, 40, 96), (16, 32, 64), False, False),
     ("pvc", "f32", (1, 16, 16), (1, 16, 8), False, False),           # tf32, M = 1 (rows interleaved)
@@ -56,6 +57,7 @@ SLOW = [
     ("pvc", "f16", (40, 72, 80), (32, 64, 32), True, False),
     ("pvc", "f32", (24, 40, 40), (16, 32, 16), True, False),         # tf32, B column-major
     ("pvc", "i8", (24, 40, 70), (16, 32, 64), False, True),          # int8 with unaligned pitches
+    ("pvc", "i8", (37, 44, 96), (16, 32, 64), True, False),          # int8 column-major B, boundary tiles
     ("bmg", "bf16", (33, 40, 64), (16, 32, 32), False, False),
     ("lnl", "f16", (16, 32, 64), (16, 32, 32), True, False),
     ("dg2", "f16", (37, 45, 70), (16, 32, 32), True, False),

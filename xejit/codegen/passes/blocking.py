@@ -292,8 +292,8 @@ class _Blocker:
                 return fallback("column-major tile: 2D block loads of a column-major "
                                 f"{'A operand' if role == 'A' else 'tile'} are not supported (transposed "
                                 "loads are used for B only)")
-            if bits == 8:
-                return fallback("column-major 8-bit B: 2D block transposed loads need 32-bit units")
+            # 8- and 16-bit B: a transposed load of 32-bit units; a unit holds consecutive K
+            # elements of one column, lower K in the lower bits -- exactly the DPAS B (VNNI) layout.
             plan.transposed = True
             plan.lh, plan.al = bh, 1
             if lim is not None:
