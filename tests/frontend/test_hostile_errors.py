@@ -109,7 +109,7 @@ def test_unknown_emulated_target_is_a_value_error(monkeypatch):
     with pytest.raises(ValueError) as info:
         emulated_target()
     assert isinstance(info.value, XejitError)
-    assert "XEJIT_EMULATE='pvcx'" in str(info.value) and "pvc, bmg, lnl, dg2, generic" in str(info.value)
+    assert "XEJIT_EMULATE='pvcx'" in str(info.value) and "pvc, bmg, lnl, ptl, dg2, generic" in str(info.value)
     monkeypatch.setenv("XEJIT_EMULATE", "DG2")
     assert emulated_target() == "DG2"
     monkeypatch.setenv("XEJIT_EMULATE", "")

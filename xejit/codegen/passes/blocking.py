@@ -103,6 +103,9 @@ class TilePlan:
     al: int = 1
     packed: bool = False
     transposed: bool = False          # column-major memory, transposed loads
+    #: a prefetch-only column-major tile: plain blocks of the memory view [C, R] (bh, bw, lh,
+    #: al describe that view), descriptors at swapped coordinates
+    swapped: bool = False
     reason: str = ""
 
     def desc_origins(self) -> list[tuple[int, int]]:
@@ -112,6 +115,8 @@ class TilePlan:
             return [(i, j) for i in range(0, R, self.bh) for j in range(0, C, self.bw)]
         if self.transposed:
             return [(i, j) for i in range(0, R, self.bh) for j in range(0, C, self.bw)]
+        if self.swapped:     # (logical row, col) of each memory-view block
+            return [(j, i) for i in range(0, C, self.lh) for j in range(0, R, self.bw * self.al)]
         return [(i, j) for i in range(0, R, self.lh) for j in range(0, C, self.bw * self.al)]
 
     def desc_type(self) -> TensorDescType:
@@ -246,6 +251,15 @@ class _Blocker:
         if t.scatter:
             raise self.err(init, "scatter tiles (load_gather/store_scatter) are not supported on DPAS "
                                  "targets yet")
+        if not self.roles.get(c) and arr.rank == 2 and tuple(arr.order) == (0, 1):
+            # a prefetch-only column-major tile: prefetch its memory view [C, R] in plain blocks
+            R, C = t.shape
+            view = TileType((C, R), t.dtype, t.order, t.layout, False)
+            plan = self._make_plan(init, view, ArrayType(arr.dtype, 2, (1, 0), arr.aligned16), "C")
+            if plan.kind == "2d":
+                plan.swapped, plan.shape = True, (R, C)
+            self.plans[c] = plan
+            return plan
         roles = self.roles.get(c) or {"C"}     # a prefetch-only tile: plain blocks
         if "X" in roles:
             if roles != {"X"}:
@@ -344,7 +358,7 @@ class _Blocker:
             r, c = self.add_index(r0, i), self.add_index(c0, j)
             if plan.kind == "gather":
                 out.append(self.create("xegpu.create_tdesc", [arr, r, c], [ty], loc=loc).result)
-            elif plan.transposed:
+            elif plan.transposed or plan.swapped:
                 out.append(self.create("xegpu.create_nd_tdesc", [arr, c, r], [ty], loc=loc).result)
             else:
                 out.append(self.create("xegpu.create_nd_tdesc", [arr, r, c], [ty], loc=loc).result)
@@ -534,7 +548,7 @@ class _Blocker:
     def op_xetile_update_tile_offset(self, op: Operation) -> None:
         td: TileDescs = self.env[id(op.operands[0])]
         dr, dc = (self.env[id(v)] for v in op.operands[1:])
-        if td.plan.transposed:
+        if td.plan.transposed or td.plan.swapped:
             dr, dc = dc, dr
         out = [self.create("xegpu.update_nd_offset", [d, dr, dc], [d.type], loc=op.loc).result
                for d in td.descs]

@@ -93,7 +93,13 @@ def _pipeline(loop: Operation, stages: int, n: int) -> int:
     cands = []
     for k, upd, init in _candidates(loop):
         t: TileType = init.result.type
-        lay = prefetch_layout(t.shape, t.dtype.itemsize, n)
+        arr = init.operands[0].type
+        if getattr(arr, "rank", 0) == 2 and tuple(arr.order) == (0, 1):
+            # column-major: 64-byte blocks along the memory's rows (the tile's columns)
+            lay = prefetch_layout(t.shape[::-1], t.dtype.itemsize, n)
+            lay = Layout(lay.sg_layout[::-1], lay.sg_data[::-1]) if lay is not None else None
+        else:
+            lay = prefetch_layout(t.shape, t.dtype.itemsize, n)
         if lay is not None:
             cands.append((upd, init, TileType(t.shape, t.dtype, t.order, lay, False)))
     if not cands:
