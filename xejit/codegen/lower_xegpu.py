@@ -833,10 +833,10 @@ class XeGPULowering:
                 with otherwise:
                     in_code()
             self.instructions[f"subgroup block read ({self.block_read_kind(t, mode)})"] += 1
-        elif self.target.block_io is None or pad_v != 0:
+        elif self.target.block_io is None or (pad_v != 0 and mode != "plain"):
             if pad_v != 0 and self.target.block_io is not None:
                 self.fallbacks.append(f"{op.loc}: load with padding={pad_v}: bounds checked in code "
-                                      f"(2D block loads pad with zero)")
+                                      f"(2D block loads pad with zero; a {mode} load has no select path)")
             self.instructions["load (per-lane, in code)"] += 1
             in_code()
         else:
@@ -850,11 +850,32 @@ class XeGPULowering:
                 raise self.err(op, f"internal: 2D block {kind} gives {var.lane_elems()} x "
                                    f"i{var.lane_bits} per lane, the block layout {per * cnt} x {unit}")
             base, wid, hei, pit, coord, ok = self.surface(td, bits // 8, t.dtype.bitwidth // 8)
-            self.guarded(ok, lambda: bi.call(b, f, [base, wid, hei, pit, coord, b.bitcast(buf, PRIV)]),
-                         in_code)
+
+            def instruction() -> None:
+                bi.call(b, f, [base, wid, hei, pit, coord, b.bitcast(buf, PRIV)])
+                if pad_v != 0:   # the block pads with zero: out-of-bounds elements take the padding
+                    self.pad_out_of_bounds(td, rtypes, w, buf, unit, per, pad)
+            self.guarded(ok, instruction, in_code)
             self.instructions[f"2d_block_{kind}"] += 1
+            if pad_v != 0:
+                self.instructions["select of the padding on out-of-bounds elements"] += 1
         for a, (r, rt) in enumerate(zip(op.results, rtypes)):
             self.env[id(r)] = self.from_buffer(buf, unit, a * per, rt)
+
+    def pad_out_of_bounds(self, td: TD, rtypes, w: int, buf, unit: ir.Type, per: int, pad: ir.Value) -> None:
+        """Replace the out-of-bounds elements of a plain block load in ``buf`` by ``pad``: one
+        compare and select per element, on registers (the buffer's indices are constants)."""
+        b = self.b
+        ety = reg_type(rtypes[0].dtype)
+        for a, rt in enumerate(rtypes):
+            for e in range(per):
+                r, c = self.coords(tuple(rt.shape), e)
+                r, c = b.add(td.row, r), b.add(b.add(td.col, I64(a * w)), c)
+                inb = b.and_(b.and_(b.icmp_signed(">=", r, I64(0)), b.icmp_signed("<", r, td.H)),
+                             b.and_(b.icmp_signed(">=", c, I64(0)), b.icmp_signed("<", c, td.W)))
+                slot = b.gep(buf, [I32(a * per + e)], source_etype=unit)
+                v = b.bitcast(b.load(slot, typ=unit), ety)
+                b.store(b.bitcast(b.select(inb, v, pad), unit), slot)
 
     # -- subgroup block reads (targets without 2D block IO) --------------------------------------
 
