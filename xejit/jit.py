@@ -334,8 +334,9 @@ class Kernel:
         params, _, options, key = self.bind(args, kwargs)
         return self._module(params, options, key)
 
-    def compile(self, *args, target: str | None = None, emulate: bool = False, **kwargs):
-        """Compile for ``target`` (default: the current device's) without launching.
+    def compile(self, *args, target: str | None = None, emulate: bool | None = None, **kwargs):
+        """Compile for ``target`` (default: what a launch would compile for -- the target
+        ``XEJIT_EMULATE`` names, emulated, else the current device's) without launching.
 
         Works for every target whether or not its hardware is present; the result has
         ``.asm["xetile" | "xetile-sg" | "xegpu" | "llir" | "spvasm" | "spv"]``, for Intel GPU
@@ -349,11 +350,16 @@ class Kernel:
         params, _, options, key = self.bind(args, kwargs)
         mod = self._module(params, options, key)
         if target is None:
-            from .runtime import default_device
-            target = default_device().target
+            from .device_launch import emulated_target
+            target = emulated_target()
+            if target is None:
+                from .runtime import default_device
+                target = default_device().target
+            elif emulate is None:
+                emulate = True
         return compile_kernel(mod, target, num_subgroups=options["num_subgroups"],
-                              num_stages=options["num_stages"], grf_mode=options["grf_mode"], emulate=emulate,
-                              binary_cache=default_cache())
+                              num_stages=options["num_stages"], grf_mode=options["grf_mode"],
+                              emulate=bool(emulate), binary_cache=default_cache())
 
     def ir_text(self, *args, **kwargs) -> str:
         """The XeTile IR for these arguments as MLIR-like text."""

@@ -197,3 +197,11 @@ def test_autotuner_prunes_configs_that_spill_with_the_compilers_reason(capsys):
         keep, pruned = xejit.autotune([spills], key=["M"])(matmul).prune(dict(a=a, b=b, c=c, M=M, N=N, K=K), {},
                                                                           target="pvc")
     assert keep == [spills] and pruned == []
+
+
+def test_compile_without_a_target_compiles_what_a_launch_would(monkeypatch):
+    monkeypatch.setenv("XEJIT_EMULATE", "pvc")
+    ck = matmul.compile(*_gemm_args(F16, 64, 64, 64), BM=32, BN=32, BK=32)
+    assert ck.target.name == "pvc" and ck.options["emulate"] and not ck.has_device_binary
+    monkeypatch.delenv("XEJIT_EMULATE")
+    assert matmul.compile(*_gemm_args(np.float32, 64, 64, 64, np.float32), BM=8, BN=16, BK=8).target.name == "generic"
