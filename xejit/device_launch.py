@@ -202,10 +202,12 @@ def launch_queue(args: list, names: list[str], where: str):
     queue = args[first].queue
     qdev, qctx = queue.sycl_device, queue.sycl_context
     here = f"{qdev.filter_string} ({qdev.name})"
+    from .runtime.launch import usm_memory
     for i, a in enumerate(args):
-        if i == first:
-            continue
         name = f"{where}: argument {names[i]!r}"
+        if i == first:
+            usm_memory(a, queue, name)   # is it USM memory of the queue's context? (checked once per view)
+            continue
         if isinstance(a, UsmArray):
             if a.queue.sycl_device != qdev:
                 d = a.queue.sycl_device
@@ -216,6 +218,7 @@ def launch_queue(args: list, names: list[str], where: str):
                 raise ArgumentValueError(
                     f"{name} is USM memory of another SYCL context than the launch queue's (taken from argument "
                     f"{names[first]!r}, on {here}): pass arrays of one context")
+            usm_memory(a, queue, name)
         elif isinstance(a, np.ndarray) or _is_host_tensor(a):
             if isinstance(a, np.ndarray):
                 from .runtime.launch import _usm_owner

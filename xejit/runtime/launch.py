@@ -148,11 +148,32 @@ def _remember_zero_copy(arr: np.ndarray, queue, arg) -> None:
     _zero_copy[id(arr)] = (ref, queue, arg)
 
 
-def _marshal_usm_array(value, queue, kind: str, name: str):
-    """The dpctl USM argument for a :class:`~xejit.runtime.usm_array.UsmArray` (no copy): its
-    memory must be USM of ``queue``'s device and context (dpctl checks the pointer)."""
+def usm_memory(value, queue, name: str):
+    """The dpctl USM memory object for a :class:`~xejit.runtime.usm_array.UsmArray`'s extent (no
+    copy): dpctl checks that the pointer is USM memory of ``queue``'s context (remembered on the
+    view, so a launch checks it once)."""
     import dpctl.memory as dm
 
+    ctx = queue.sycl_context
+    hit = value.usm_memory
+    if hit is not None and hit[0] == ctx:
+        return hit[1]
+    lo, hi = value.extent()
+    if lo < value.ptr:
+        raise ArgumentError(f"{name}: unsupported array layout (negative strides {value.strides})")
+    try:
+        mem = dm.as_usm_memory(_Interior(value.ptr, hi - value.ptr, queue))
+    except Exception:
+        raise ArgumentValueError(
+            f"{name}: its memory (address {value.ptr:#x}, described by {value.source}) is not SYCL USM memory "
+            f"of the launch queue's context on {queue.sycl_device.filter_string}") from None
+    value.usm_memory = (ctx, mem)
+    return mem
+
+
+def _marshal_usm_array(value, queue, kind: str, name: str):
+    """The dpctl USM argument for a :class:`~xejit.runtime.usm_array.UsmArray` (no copy): its
+    memory must be USM of ``queue``'s device and context."""
     if value.queue is not queue:
         if value.queue.sycl_device != queue.sycl_device:
             raise ArgumentValueError(f"{name} is on device {value.queue.sycl_device.filter_string} but the launch "
@@ -161,16 +182,7 @@ def _marshal_usm_array(value, queue, kind: str, name: str):
             raise ArgumentValueError(f"{name} is USM memory of another SYCL context than the launch queue's")
     if kind == "ptr" and value.read_only:
         raise ArgumentValueError(f"{name}: the kernel writes this array but it is read-only")
-    lo, hi = value.extent()
-    if lo < value.ptr:
-        raise ArgumentError(f"{name}: unsupported array layout (negative strides {value.strides})")
-    try:
-        return dm.as_usm_memory(_Interior(value.ptr, hi - value.ptr, queue))
-    except Exception:
-        raise ArgumentValueError(
-            f"{name}: its memory (address {value.ptr:#x}) is not SYCL USM memory of the launch queue's context "
-            f"on {queue.sycl_device.filter_string}; the protocol ({value.source}) described memory that "
-            f"kernels cannot use") from None
+    return usm_memory(value, queue, name)
 
 
 def _marshal(kernel: "Kernel", values: Sequence, queue=None) -> _Marshalled:

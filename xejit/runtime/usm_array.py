@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 from typing import Any
 
 import numpy as np
@@ -79,18 +78,14 @@ class _DLManagedTensorVersioned(ctypes.Structure):
 
 _READ_ONLY_FLAG = 1
 
-_py = ctypes.pythonapi
-_py.PyCapsule_GetName.restype = ctypes.c_char_p
-_py.PyCapsule_GetName.argtypes = [ctypes.py_object]
-_py.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_py.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_py.PyCapsule_SetName.restype = ctypes.c_int
-_py.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_py.PyCapsule_IsValid.restype = ctypes.c_int
-_py.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_CapsuleDestructor = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_py.PyCapsule_New.restype = ctypes.py_object
-_py.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _CapsuleDestructor]
+# Private prototypes of the capsule API (never the shared ``ctypes.pythonapi`` attributes, whose
+# argtypes other code may set differently).
+_api = ctypes.pythonapi
+_capsule_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", _api))
+_capsule_get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
+_capsule_set_name = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_SetName", _api))
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", _api))
 
 # (code, bits) -> dtype name (torch's and numpy's spelling)
 _DL_DTYPES = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64", (1, 8): "uint8",
@@ -128,7 +123,7 @@ class UsmArray:
     ``"torch"``, ``"xejit"``) and ``origin`` the object itself (for the result's kind)."""
 
     __slots__ = ("ptr", "shape", "strides", "dtype", "queue", "owner", "read_only", "source", "origin",
-                 "__weakref__")
+                 "usm_memory", "__weakref__")
 
     def __init__(self, ptr: int, shape, strides, dtype: str, queue, *, owner: Any = None,
                  read_only: bool = False, source: str = "xejit", origin: Any = None):
@@ -137,6 +132,7 @@ class UsmArray:
         self.ptr, self.shape, self.strides = int(ptr), tuple(int(s) for s in shape), tuple(int(s) for s in strides)
         self.dtype, self.queue, self.owner, self.read_only = dtype, queue, owner, bool(read_only)
         self.source, self.origin = source, origin
+        self.usm_memory = None   # (context, dpctl memory of the view's extent) once checked by a launch
 
     # --- numpy-like metadata ------------------------------------------------------------------
     @property
@@ -310,48 +306,28 @@ class _RawUsm:
 
 # --- DLPack export (used by UsmArray.__dlpack__; tests use it with kDLCPU against numpy/torch) ---
 
-_exports: dict[int, tuple] = {}
-_exports_lock = threading.Lock()
-
-
-@_Deleter
-def _export_deleter(addr):
-    with _exports_lock:
-        _exports.pop(addr, None)
-
-
-# raw-pointer variants: a capsule's destructor runs while the capsule is being freed, so it must
-# not be turned into a Python object reference again
-_capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", ctypes.pythonapi))
-_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
-
-
-@_CapsuleDestructor
-def _capsule_destructor(capsule_addr):
-    if _capsule_is_valid(capsule_addr, b"dltensor"):   # never consumed: release it here
-        with _exports_lock:
-            _exports.pop(_capsule_pointer(capsule_addr, b"dltensor"), None)
-
-
 def export_capsule(ptr: int, shape, strides_elems, dtype: str, device: tuple[int, int], keep: Any):
-    """An unversioned ``dltensor`` capsule describing memory at ``ptr``; ``keep`` stays alive until
-    the consumer calls the deleter (or the capsule dies unconsumed)."""
-    nd = len(shape)
-    shape_arr = (ctypes.c_int64 * max(nd, 1))(*shape)
-    strides_arr = (ctypes.c_int64 * max(nd, 1))(*strides_elems)
-    code, bits = _DTYPE_DL[dtype]
-    m = _DLManagedTensor()
-    m.dl_tensor = _DLTensor(ctypes.c_void_p(ptr or None), _DLDevice(*device), nd, _DLDataType(code, bits, 1),
-                            ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64)),
-                            ctypes.cast(strides_arr, ctypes.POINTER(ctypes.c_int64)), 0)
-    m.manager_ctx = None
-    m.deleter = _export_deleter
-    addr = ctypes.addressof(m)
-    with _exports_lock:
-        _exports[addr] = (m, shape_arr, strides_arr, keep)
-    return _py.PyCapsule_New(addr, b"dltensor", _capsule_destructor)
+    """An unversioned ``dltensor`` capsule describing memory at ``ptr`` on ``device``; ``keep`` stays
+    alive until the consumer calls the deleter (or the capsule dies unconsumed).
+
+    The capsule is numpy's: a numpy array over the address (built without touching the memory)
+    is exported and the device (and the bfloat16 type code) patched in its ``DLTensor``. numpy's C
+    destructor and deleter then manage the lifetime; a destructor written with ctypes could not run
+    safely while an exception is pending (an unconsumed capsule freed during unwinding)."""
+    st = _np_storage(dtype)
+    it = st.itemsize
+    offs = [(n - 1) * s * it for n, s in zip(shape, strides_elems)] if 0 not in tuple(shape) else []
+    lo = ptr + sum(min(o, 0) for o in offs)
+    span = sum(max(o, 0) for o in offs) + it - (lo - ptr) if offs else 0
+    buf = (ctypes.c_uint8 * max(span, 1)).from_address(lo or ptr or 1)
+    buf._xejit_keep = keep   # the array's base: freed when numpy's deleter drops the array
+    arr = np.ndarray(tuple(shape), st, buffer=buf, offset=ptr - lo, strides=tuple(s * it for s in strides_elems))
+    capsule = arr.__dlpack__()
+    m = _DLManagedTensor.from_address(_capsule_get(capsule, b"dltensor"))
+    m.dl_tensor.device = _DLDevice(*device)
+    if dtype == "bfloat16":
+        m.dl_tensor.dtype.code = 4
+    return capsule
 
 
 def _dl_device_id(sycl_device) -> int:
@@ -390,11 +366,11 @@ def _queue_for_dl_device(device_id: int):
 
 def _parse_capsule(capsule, name: str):
     """(pointer, shape, strides in bytes, dtype, device (type, id), read-only, owner) of a capsule."""
-    cname = _py.PyCapsule_GetName(capsule)
+    cname = _capsule_name(capsule)
     if cname not in (b"dltensor", b"dltensor_versioned"):
         raise XejitTypeError(f"{name}: __dlpack__() returned a capsule named {cname!r}, not a DLPack tensor")
     versioned = cname == b"dltensor_versioned"
-    addr = _py.PyCapsule_GetPointer(capsule, cname)
+    addr = _capsule_get(capsule, cname)
     if versioned:
         m = _DLManagedTensorVersioned.from_address(addr)
         read_only = bool(m.flags & _READ_ONLY_FLAG)
@@ -415,7 +391,7 @@ def _parse_capsule(capsule, name: str):
         strides = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) * it for i in range(t.ndim))
     ptr = (t.data or 0) + t.byte_offset
     device = (t.device.device_type, t.device.device_id)
-    _py.PyCapsule_SetName(capsule, b"used_dltensor_versioned" if versioned else b"used_dltensor")
+    _capsule_set_name(capsule, b"used_dltensor_versioned" if versioned else b"used_dltensor")
     return ptr, shape, strides, dtype, device, read_only, _Consumed(capsule, addr, versioned)
 
 
@@ -484,7 +460,7 @@ def torch_xpu_queue(device):
     import torch
 
     addr = torch.xpu.current_stream(device).sycl_queue
-    return dpctl.SyclQueue(_py.PyCapsule_New(addr, b"SyclQueueRef", None))
+    return dpctl.SyclQueue(_capsule_new(addr, b"SyclQueueRef", None))
 
 
 def _from_torch_xpu(t: Any) -> UsmArray:
