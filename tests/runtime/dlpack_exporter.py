@@ -18,9 +18,11 @@ from xejit.runtime.usm_array import export_capsule
 
 
 class OneAPIArray:
-    def __init__(self, shape, dtype, queue, *, usm="device", mem=None, offset=0, strides=None, keep=None):
+    def __init__(self, shape, dtype, queue, *, usm="device", mem=None, offset=0, strides=None, keep=None,
+                 dl_dtype=None):
         import dpctl.memory as dm
         self.shape, self.dtype, self.queue = tuple(shape), np.dtype(dtype), queue
+        self.dl_dtype = dl_dtype or self.dtype.name    # "bfloat16" over uint16 bit patterns
         n = int(np.prod(self.shape, dtype=np.int64))
         if mem is None:
             alloc = {"device": dm.MemoryUSMDevice, "shared": dm.MemoryUSMShared, "host": dm.MemoryUSMHost}[usm]
@@ -39,7 +41,7 @@ class OneAPIArray:
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         self.exports += 1
-        return export_capsule(self.ptr, self.shape, self.strides, self.dtype.name, self.__dlpack_device__(), keep=self)
+        return export_capsule(self.ptr, self.shape, self.strides, self.dl_dtype, self.__dlpack_device__(), keep=self)
 
     def __array_namespace__(self, api_version=None):
         return xp
@@ -65,7 +67,7 @@ class OneAPIArray:
     @property
     def T(self) -> "OneAPIArray":
         return OneAPIArray(self.shape[::-1], self.dtype, self.queue, mem=self.mem, offset=self.offset,
-                           strides=self.strides[::-1], keep=self)
+                           strides=self.strides[::-1], keep=self, dl_dtype=self.dl_dtype)
 
 
 def _at(ptr, nbytes, queue):
@@ -84,8 +86,9 @@ def _from_dlpack(x):
 
     class _Mem:   # the pointer as a stand-in for dpctl memory; ``keep`` holds the real owner
         _pointer = u.ptr
-    return OneAPIArray(u.shape, np.dtype(u.dtype), u.queue, mem=_Mem(), strides=[s // u.itemsize for s in u.strides],
-                       keep=u)
+    dt = np.uint16 if u.dtype == "bfloat16" else np.dtype(u.dtype)
+    return OneAPIArray(u.shape, dt, u.queue, mem=_Mem(), strides=[s // u.itemsize for s in u.strides],
+                       keep=u, dl_dtype=u.dtype)
 
 
 xp = types.SimpleNamespace(from_dlpack=_from_dlpack)
