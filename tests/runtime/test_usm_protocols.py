@@ -326,3 +326,25 @@ def test_dpctl_wraps_a_queue_address_as_torch_exposes_it(q):
         ("PyCapsule_New", ctypes.pythonapi))
     w = dpctl.SyclQueue(cap(q.addressof_ref(), b"SyclQueueRef", None))
     assert w.sycl_context == q.sycl_context and w.sycl_device == q.sycl_device
+
+
+# --- autotuning over device arrays ----------------------------------------------------------------
+
+@xejit.autotune(configs=[xejit.Config({"BN": 16}), xejit.Config({"BN": 32})], key=["n"], restore_value=["acc"],
+                warmup=0, rep=0)
+@xejit.kernel
+def accumulate(x, acc, n, BN: xl.constexpr):
+    i = xl.program_id(0) * BN
+    t = xl.load_tile(xl.init_tile(acc, [0, i], [1, BN]))
+    xl.store_tile(xl.init_tile(acc, [0, i], [1, BN]), t + xl.load_tile(xl.init_tile(x, [0, i], [1, BN])))
+
+
+def test_autotuning_restores_a_device_array_between_trials(q, spy, monkeypatch, tmp_path):
+    monkeypatch.setenv("XEJIT_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(4)
+    xv, accv = (rng.standard_normal((1, 96)).astype(np.float32) for _ in range(2))
+    x, acc = device_array(xv, q), device_array(accv, q)
+    accumulate[lambda meta: (xejit.cdiv(96, meta["BN"]),)](x, acc, 96)
+    assert len(spy) >= 3   # trials of both configs, then the chosen one
+    assert all(x.ptr in call["ptrs"] and acc.ptr in call["ptrs"] for call in spy)
+    np.testing.assert_allclose(acc.read(), accv.astype(np.float64) + xv, rtol=1e-6)   # added once
