@@ -2,9 +2,12 @@
 
 Semantics follow ``torch.matmul``: 1-D operands get a dimension prepended (``a``) or appended
 (``b``) that is removed from the result; leading (batch) dimensions broadcast. Inputs are torch
-tensors (CPU, or XPU where present) or numpy arrays, including numpy views of USM shared
-memory from ``xejit.runtime.usm`` (dpctl 0.22 has no ``dpctl.tensor``); the result has the
-same kind, and numpy results live in USM shared memory when kernels run on the device. Supported
+tensors (CPU, or XPU: no copies, on torch's current stream), numpy arrays, including numpy views
+of USM shared memory from ``xejit.runtime.usm`` (dpctl 0.22 has no ``dpctl.tensor``), or arrays
+in SYCL USM memory exported through DLPack (oneAPI) or ``__sycl_usm_array_interface__`` (no
+copies; docs/xpu.md). The result has the caller's kind on the caller's device (device arrays:
+through the caller's array namespace's ``from_dlpack``, else an ``xejit.runtime.usm_array.UsmArray``),
+and numpy results live in USM shared memory when kernels run on the device. Supported
 dtypes are bfloat16 (torch only), float16, float32 and int8; float results keep the input
 dtype (fp32 accumulation), int8 results are int32. ``bias`` (shape ``[N]``) and ``activation``
 (``"relu"``, ``"gelu_tanh"``) are fused into the kernel's epilogue.

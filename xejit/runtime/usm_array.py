@@ -399,7 +399,10 @@ def _from_dlpack(x: Any, name: str) -> UsmArray:
     dev_type, dev_id = x.__dlpack_device__()
     queue = _queue_for_dl_device(int(dev_id))
     try:
-        capsule = x.__dlpack__()
+        try:   # a versioned capsule carries the read-only flag; older producers take no max_version
+            capsule = x.__dlpack__(max_version=(1, 0))
+        except TypeError:
+            capsule = x.__dlpack__()
     except Exception as e:
         raise XejitValueError(f"{name}: its __dlpack__() failed: {e}") from None
     ptr, shape, strides, dtype, device, read_only, owner = _parse_capsule(capsule, name)
