@@ -386,6 +386,7 @@ class Kernel:
         and 16-byte alignment of arrays; values of constexprs; kind of other scalars), or None when
         the call must take the full path (unhashable keyword values, unknown argument kinds)."""
         parts = []
+        usm_type = _usm_array_type()
         for i, a in enumerate(args):
             t = type(a)
             if i in self._constexpr_positions:
@@ -397,6 +398,8 @@ class Kernel:
             elif _is_torch(a):
                 parts.append((a.dtype, a.stride(), tuple(d == 1 for d in a.shape), a.data_ptr() % 16,
                               a.device.type))
+            elif t is usm_type:   # a device array's view (DLPack / SUAI / XPU)
+                parts.append((a.dtype, a.strides, tuple(d == 1 for d in a.shape), a.ptr % 16, "usm"))
             else:
                 return None
         try:
@@ -440,7 +443,8 @@ class Kernel:
         return args, kwargs
 
     def run(self, *args, grid: Any, **kwargs) -> None:
-        if not all(type(a) is np.ndarray or type(a) is int or type(a) is float for a in args) or kwargs:
+        if not all(type(a) is np.ndarray or type(a) is int or type(a) is float for a in args) or \
+                any(k not in self.constexprs and k not in LAUNCH_OPTIONS for k in kwargs):
             args, kwargs = self._device_args(args, kwargs)
         qk = self._quick_key(args, kwargs)
         hit = self._quick.get(qk) if qk is not None else None
