@@ -397,7 +397,7 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
         dev_name = next(n for n, x in given if is_device_object(x))
         args = {}
         for name, x in given:
-            u = from_object(x, f"xejit.matmul: {name}") if is_device_object(x) else None
+            u = from_object(x, f"xejit.matmul: {name}") if is_device_object(x) else _usm_numpy_view(x)
             if u is None:
                 raise XejitValueError(f"xejit.matmul: {name} ({type(x).__name__}) is a host array but {dev_name} "
                                       f"({type(dict(given)[dev_name]).__name__}) is SYCL device memory: mixed "
@@ -412,6 +412,19 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
         return out if out is not None else _to_caller_kind(res, a)
     return _matmul(_as_array(a, "a"), _as_array(b, "b"),
                    None if bias is None else _as_array(bias, "bias"), activation, out)
+
+
+def _usm_numpy_view(x: Any) -> Any:
+    """A numpy array backed by dpctl USM memory (``xejit.runtime.usm``) as a UsmArray view, else None."""
+    if not isinstance(x, np.ndarray) or x.dtype.name not in _SUPPORTED + ("int32",):
+        return None
+    from .runtime.launch import _usm_owner
+    from .runtime.usm_array import UsmArray
+    owner = _usm_owner(x)
+    if owner is None:
+        return None
+    return UsmArray(x.__array_interface__["data"][0], x.shape, x.strides, x.dtype.name, owner.sycl_queue,
+                    owner=x, read_only=not x.flags.writeable, source="numpy", origin=x)
 
 
 def _check_torch_devices(*tensors: Any) -> None:

@@ -136,6 +136,16 @@ def test_mixed_devices_are_errors_naming_the_argument(q):
     assert "b is on meta but a is on cpu" in str(ei.value) and isinstance(ei.value, ValueError)
 
 
+def test_usm_backed_numpy_arrays_mix_with_device_arrays(q, spy):
+    from xejit.runtime import usm
+    rng = np.random.default_rng(16)
+    av, bv = rand(rng, (12, 20), "float32"), rand(rng, (20, 9), "float32")
+    a, b = device_array(av, q), usm.asarray(bv)
+    c = xejit.matmul(a, b)
+    _no_copies(spy, a.ptr, b.ctypes.data, c.ptr)
+    check(c.read(), reference(av, bv), "float32")
+
+
 def test_matmul_op_is_registered_for_xpu():
     import xejit.torch_ops  # noqa: F401
     assert torch._C._dispatch_has_kernel_for_dispatch_key("xejit::matmul", "XPU")
