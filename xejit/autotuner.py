@@ -290,7 +290,14 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "0") not in ("", "0", "false", "False")
 
 
+def _is_usm_array(x: Any) -> bool:
+    from .runtime.usm_array import UsmArray
+    return isinstance(x, UsmArray)
+
+
 def _copy_of(x: Any) -> Any:
+    if _is_usm_array(x):
+        return x.copy()
     if hasattr(x, "clone") and hasattr(x, "copy_"):
         return x.clone()
     if type(x).__module__.startswith("dpctl"):
@@ -300,14 +307,18 @@ def _copy_of(x: Any) -> Any:
 
 
 def _restore(dst: Any, src: Any) -> None:
-    if hasattr(dst, "copy_"):
+    if _is_usm_array(dst):
+        dst.copy_from_host(src.to_numpy())
+    elif hasattr(dst, "copy_"):
         dst.copy_(src)
     else:
         dst[...] = src
 
 
 def _zero(x: Any) -> None:
-    if hasattr(x, "zero_"):
+    if _is_usm_array(x):
+        x.copy_from_host(0)
+    elif hasattr(x, "zero_"):
         x.zero_()
     else:
         x[...] = 0
@@ -403,6 +414,8 @@ class Autotuner:
         return tuple(parts)
 
     def run(self, *args, grid: Any, **kwargs) -> None:
+        if hasattr(self.kernel, "_device_args"):   # DLPack / SUAI / XPU arrays as UsmArray views (no copy)
+            args, kwargs = self.kernel._device_args(args, kwargs)
         named = self._named(args, kwargs)
         clash = set(kwargs) & self._tuned_names
         if clash:

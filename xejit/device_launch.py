@@ -80,12 +80,12 @@ def compiled(kernel, module: Module, options: dict, device=None):
     target = emulate_target or device.target
     # Fast path for repeated launches: the jit keeps one Module object per specialization, so
     # its identity (checked, not just its id) stands for the specialization without hashing.
-    fast_key = (id(module), target, bool(emulate_target), device.filter_string, tuple(sorted(options.items())))
+    fast_key = (id(module), target, bool(emulate_target), device, tuple(sorted(options.items())))
     hit = _fast.get(fast_key)
     if hit is not None and hit[0] is module:
         return hit[1]
     key = cache_key(kernel, module, target, options, bool(emulate_target))
-    got = _memo.get(key)
+    got = _memo.get((key, device))
     if got is not None:
         _fast[fast_key] = (module, got)
         return got
@@ -109,7 +109,7 @@ def compiled(kernel, module: Module, options: dict, device=None):
                          options=meta.get("build_options", ""))
     rk = prog.kernel(meta["name"], tuple(meta["signature"]))
     got = (rk, tuple(meta["signature"]), [tuple(p) for p in meta["arg_plan"]], tuple(meta["workgroup_size"]))
-    _memo[key] = got
+    _memo[(key, device)] = got
     _fast[fast_key] = (module, got)
     return got
 
@@ -185,17 +185,71 @@ def expand_args(plan, args: list) -> list:
     return out
 
 
+def launch_queue(args: list, names: list[str], where: str):
+    """(device, queue) of a launch: the queue of the first array argument in SYCL USM memory
+    described by a protocol (``UsmArray``: torch XPU tensors on torch's current stream, DLPack
+    oneAPI and SUAI arrays), else the default device's. Every other array must live on that
+    queue's device and context: a host array (numpy, a torch CPU tensor) beside a device array is a
+    mixed-device error unless it is USM memory of the same context (``xejit.runtime.usm``); an
+    array on another device or context is an error naming it."""
+    from .codegen.errors import ArgumentValueError
+    from .runtime.device import default_device, device_for_queue
+    from .runtime.usm_array import UsmArray
+    first = next((i for i, a in enumerate(args) if isinstance(a, UsmArray)), None)
+    if first is None:
+        dev = default_device()
+        return dev, dev.queue
+    queue = args[first].queue
+    qdev, qctx = queue.sycl_device, queue.sycl_context
+    here = f"{qdev.filter_string} ({qdev.name})"
+    from .runtime.launch import usm_memory
+    for i, a in enumerate(args):
+        name = f"{where}: argument {names[i]!r}"
+        if i == first:
+            usm_memory(a, queue, name)   # is it USM memory of the queue's context? (checked once per view)
+            continue
+        if isinstance(a, UsmArray):
+            if a.queue.sycl_device != qdev:
+                d = a.queue.sycl_device
+                raise ArgumentValueError(
+                    f"{name} is on device {d.filter_string} ({d.name}) but the launch queue, taken from argument "
+                    f"{names[first]!r}, is on {here}: pass arrays of one device")
+            if a.queue.sycl_context != qctx:
+                raise ArgumentValueError(
+                    f"{name} is USM memory of another SYCL context than the launch queue's (taken from argument "
+                    f"{names[first]!r}, on {here}): pass arrays of one context")
+            usm_memory(a, queue, name)
+        elif isinstance(a, np.ndarray) or _is_host_tensor(a):
+            if isinstance(a, np.ndarray):
+                from .runtime.launch import _usm_owner
+                owner = _usm_owner(a)
+                if owner is not None and owner.sycl_context == qctx and owner.sycl_device == qdev:
+                    continue
+            kind = "a torch CPU tensor" if _is_host_tensor(a) else "a host (numpy) array"
+            raise ArgumentValueError(
+                f"{name} is {kind} but argument {names[first]!r} is on the SYCL device {here}: mixed devices; "
+                f"move it to that device first")
+    return device_for_queue(queue), queue
+
+
+def _is_host_tensor(x) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr") and x.device.type == "cpu"
+
+
 def compile_and_launch(kernel, module: Module, grid: tuple[int, ...], args: list, options: dict) -> None:
-    """Compile ``module`` for the default device (cached) and run it on ``grid`` workgroups."""
+    """Compile ``module`` for the launch's device (cached) and run it on ``grid`` workgroups, on
+    the queue of the arguments (see :func:`launch_queue`) or the default device's."""
     grid = tuple(int(g) for g in grid)
     if not 1 <= len(grid) <= 3:
         raise ArgumentError(f"grid must have 1 to 3 sizes, got {grid}")
+    fn = module.functions[0]
+    device, queue = launch_queue(list(args), list(fn.arg_names), getattr(kernel, "__name__", fn.name))
     if any(g == 0 for g in grid):
         return
-    rk, sig, plan, wg = compiled(kernel, module, options)
+    rk, sig, plan, wg = compiled(kernel, module, options, device)
     block = tuple(wg[:len(grid)])
     # The runtime takes OpenCL order (it reverses for dpctl's SYCL ranges): program_id(0) is axis 0.
-    rk.launch(grid, block, *expand_args(plan, list(args)))
+    rk.launch(grid, block, *expand_args(plan, list(args)), queue=queue)
 
 
 __all__ = ["compile_and_launch", "compiled", "clear_memory_caches", "expand_args", "cache_key", "usable_entry",

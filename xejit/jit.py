@@ -71,8 +71,23 @@ def _torch_dtypes() -> dict:
             torch.int64: scalar_type_from_numpy(np.int64), torch.bool: scalar_type_from_numpy(np.bool_)}
 
 
+def _usm_array_type():
+    from .runtime.usm_array import UsmArray
+    return UsmArray
+
+
+_USM_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "int8": "i8", "uint8": "u8",
+               "int32": "i32", "int64": "i64", "bool": "i1"}
+
+
 def array_facts(x: Any) -> tuple[ScalarType, tuple[int, ...], tuple[int, ...], int]:
-    """(dtype, shape, strides in elements, base address) of a numpy/torch/dpctl array."""
+    """(dtype, shape, strides in elements, base address) of a numpy/torch/USM array."""
+    if isinstance(x, _usm_array_type()):   # DLPack / SUAI / torch XPU memory (xejit.runtime.usm_array)
+        from .ir.core import SCALAR_TYPES
+        if x.dtype not in _USM_DTYPES:
+            raise XejitTypeError(f"unsupported array dtype {x.dtype} (kernels take bfloat16, float16, float32, "
+                                 f"int8, uint8, int32, int64 arrays)")
+        return SCALAR_TYPES[_USM_DTYPES[x.dtype]], x.shape, tuple(s // x.itemsize for s in x.strides), x.ptr
     if _is_torch(x):
         tmap = _torch_dtypes()
         if x.dtype not in tmap:
@@ -110,7 +125,7 @@ def specialize_arg(x: Any) -> ArraySpec | str:
     if isinstance(x, np.ma.MaskedArray):
         raise XejitTypeError("masked arrays are not supported (a kernel would ignore the mask); pass "
                              "x.filled(value) or x.data")
-    if isinstance(x, np.ndarray) or _is_torch(x) or hasattr(x, "__array_interface__"):
+    if isinstance(x, (np.ndarray, _usm_array_type())) or _is_torch(x) or hasattr(x, "__array_interface__"):
         dt, shape, strides, ptr = array_facts(x)
         order = memory_order(shape, strides)
         pitch = strides[order.index(max(order))] if len(shape) == 2 else 0  # outer stride
@@ -125,6 +140,8 @@ def _is_read_only(x: Any) -> bool:
     flag of ``__sycl_usm_array_interface__`` / ``__array_interface__``). Torch tensors have none."""
     if type(x) is np.ndarray:
         return not x.flags.writeable
+    if isinstance(x, _usm_array_type()):
+        return x.read_only
     if type(x).__module__.startswith("dpctl.memory"):   # raw allocations flag themselves read-only
         return False
     for attr in ("__sycl_usm_array_interface__", "__array_interface__"):
@@ -144,6 +161,9 @@ def to_interpreter_value(x: Any, spec: Any) -> Any:
     if spec == "float":
         return np.float32(x)
     dt = spec.ir_type().dtype
+    if isinstance(x, _usm_array_type()):
+        raise XejitValueError("the interpreter runs on the host: pass host arrays (numpy, CPU tensors), not "
+                              "device (USM / DLPack oneAPI / XPU) arrays")
     if _is_torch(x):
         if x.device.type != "cpu":
             raise XejitValueError("the interpreter runs on the host: pass CPU tensors")
@@ -372,6 +392,7 @@ class Kernel:
         and 16-byte alignment of arrays; values of constexprs; kind of other scalars), or None when
         the call must take the full path (unhashable keyword values, unknown argument kinds)."""
         parts = []
+        usm_type = _usm_array_type()
         for i, a in enumerate(args):
             t = type(a)
             if i in self._constexpr_positions:
@@ -383,6 +404,8 @@ class Kernel:
             elif _is_torch(a):
                 parts.append((a.dtype, a.stride(), tuple(d == 1 for d in a.shape), a.data_ptr() % 16,
                               a.device.type))
+            elif t is usm_type:   # a device array's view (DLPack / SUAI / XPU)
+                parts.append((a.dtype, a.strides, tuple(d == 1 for d in a.shape), a.ptr % 16, "usm"))
             else:
                 return None
         try:
@@ -407,7 +430,28 @@ class Kernel:
     def _constexpr_positions(self) -> frozenset[int]:
         return frozenset(i for i, p in enumerate(self.params) if p.name in self.constexprs)
 
+    def _device_args(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """Arrays in SYCL USM memory described by a protocol (torch XPU tensors, DLPack oneAPI
+        exporters, ``__sycl_usm_array_interface__`` objects) as ``UsmArray`` views (no copy)."""
+        from .runtime.usm_array import from_object, is_device_object
+
+        def conv(v, name):
+            if type(v) in (np.ndarray, int, float, bool) or (_is_torch(v) and v.device.type == "cpu"):
+                return v
+            if isinstance(v, _ConstexprBox) or not is_device_object(v):
+                return v
+            return from_object(v, f"{self.fn.__name__}: argument {name!r}")
+        names = [p.name for p in self.params]
+        args = tuple(conv(a, names[i] if i < len(names) else str(i)) for i, a in enumerate(args))
+        if kwargs:
+            kwargs = {k: (conv(v, k) if k in self.signature.parameters and k not in self.constexprs else v)
+                      for k, v in kwargs.items()}
+        return args, kwargs
+
     def run(self, *args, grid: Any, **kwargs) -> None:
+        if not all(type(a) is np.ndarray or type(a) is int or type(a) is float for a in args) or \
+                any(k not in self.constexprs and k not in LAUNCH_OPTIONS for k in kwargs):
+            args, kwargs = self._device_args(args, kwargs)
         qk = self._quick_key(args, kwargs)
         hit = self._quick.get(qk) if qk is not None else None
         if hit is not None and id(hit[2]) in self._reads and not self._globals_unchanged(hit[2]):

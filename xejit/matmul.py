@@ -2,9 +2,12 @@
 
 Semantics follow ``torch.matmul``: 1-D operands get a dimension prepended (``a``) or appended
 (``b``) that is removed from the result; leading (batch) dimensions broadcast. Inputs are torch
-tensors (CPU, or XPU where present) or numpy arrays, including numpy views of USM shared
-memory from ``xejit.runtime.usm`` (dpctl 0.22 has no ``dpctl.tensor``); the result has the
-same kind, and numpy results live in USM shared memory when kernels run on the device. Supported
+tensors (CPU, or XPU: no copies, on torch's current stream), numpy arrays, including numpy views
+of USM shared memory from ``xejit.runtime.usm`` (dpctl 0.22 has no ``dpctl.tensor``), or arrays
+in SYCL USM memory exported through DLPack (oneAPI) or ``__sycl_usm_array_interface__`` (no
+copies; docs/xpu.md). The result has the caller's kind on the caller's device (device arrays:
+through the caller's array namespace's ``from_dlpack``, else an ``xejit.runtime.usm_array.UsmArray``),
+and numpy results live in USM shared memory when kernels run on the device. Supported
 dtypes are bfloat16 (torch only), float16, float32 and int8; float results keep the input
 dtype (fp32 accumulation), int8 results are int32. ``bias`` (shape ``[N]``) and ``activation``
 (``"relu"``, ``"gelu_tanh"``) are fused into the kernel's epilogue.
@@ -53,6 +56,16 @@ def _is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
 
 
+def _is_usm(x: Any) -> bool:
+    """A :class:`xejit.runtime.usm_array.UsmArray`: a DLPack oneAPI or SUAI array's memory, viewed
+    without a copy."""
+    return type(x).__name__ == "UsmArray" and type(x).__module__ == "xejit.runtime.usm_array"
+
+
+def _kind(x: Any) -> str:
+    return "torch" if _is_torch(x) else "usm" if _is_usm(x) else "numpy"
+
+
 def _dtype_name(x: Any) -> str:
     return str(x.dtype).replace("torch.", "")
 
@@ -70,6 +83,8 @@ def _strides(x: Any) -> tuple[int, ...]:
 def _as_strided(x: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any:
     if _is_torch(x):
         return x.as_strided(shape, strides, x.storage_offset())
+    if _is_usm(x):
+        return x.as_strided(shape, tuple(s * x.itemsize for s in strides))
     return np.lib.stride_tricks.as_strided(x, shape, tuple(s * x.itemsize for s in strides))
 
 
@@ -82,6 +97,9 @@ def _empty_like_kind(proto: Any, shape: tuple[int, ...], dtype: str) -> Any:
     if _is_torch(proto):
         import torch
         return torch.empty(shape, dtype=getattr(torch, dtype), device=proto.device)
+    if _is_usm(proto):   # device memory on the caller's queue, like an XPU tensor's
+        from .runtime.usm_array import UsmArray
+        return UsmArray.empty(shape, dtype, proto.queue)
     if not _interpreting():
         from .runtime import usm
         return usm.empty(shape, np.dtype(dtype))  # no copy on the way into the kernel
@@ -101,6 +119,8 @@ def _extent(x: Any) -> tuple[int, int] | None:
     """[first byte, last byte + 1) of the memory ``x`` spans, or None when it has no elements."""
     if 0 in tuple(x.shape):
         return None
+    if _is_usm(x):
+        return x.extent()
     if _is_torch(x):
         ptr, it = x.data_ptr(), x.element_size()
     else:
@@ -112,7 +132,7 @@ def _extent(x: Any) -> tuple[int, int] | None:
 def _overlaps(x: Any, y: Any) -> bool:
     """Whether the memory ranges of two arrays intersect (numpy's ``may_share_memory`` test, for
     torch tensors too: a bound, so interleaved views count as overlapping)."""
-    if _is_torch(x) != _is_torch(y) or (_is_torch(x) and x.device != y.device):
+    if _kind(x) != _kind(y) or (_is_torch(x) and x.device != y.device):
         return False
     ex, ey = _extent(x), _extent(y)
     return ex is not None and ey is not None and ex[0] < ey[1] and ey[0] < ex[1]
@@ -121,7 +141,7 @@ def _overlaps(x: Any, y: Any) -> bool:
 def _distinct_elements(x: Any) -> bool:
     """Whether a numpy array's elements are distinct memory (np.lib.stride_tricks can make views
     where two indices name one element; writing those is ill-defined)."""
-    if x.ndim == 0 or x.flags.c_contiguous or x.flags.f_contiguous:
+    if x.ndim == 0 or (not _is_usm(x) and (x.flags.c_contiguous or x.flags.f_contiguous)):
         return True
     dims = sorted((abs(st), n) for n, st in zip(x.shape, x.strides) if n > 1)
     span = x.itemsize
@@ -133,6 +153,8 @@ def _distinct_elements(x: Any) -> bool:
 
 
 def _contiguous(x: Any) -> Any:
+    if _is_usm(x):
+        return x.copy()   # strided device memory: through the host (a rare fallback)
     return x.contiguous() if _is_torch(x) else np.ascontiguousarray(x)
 
 
@@ -242,7 +264,7 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         # an empty sum: the activation of the bias (or of zero)
         z = np.zeros((M, N), np.float64)
         if bias is not None:
-            z = z + np.asarray(bias.float().cpu().numpy() if _is_torch(bias) else bias, np.float64)
+            z = z + _host_values(bias)
         with np.errstate(all="ignore"):
             z = _activate(z, activation)
         _write(c2, z)
@@ -275,7 +297,7 @@ def _padded_pitch(b: Any, m: int) -> Any:
     """
     from .autotuner import current_target
     from .codegen.targets import get_target
-    if m < _PAD_MIN_ROWS or _interpreting():
+    if m < _PAD_MIN_ROWS or _interpreting() or _is_usm(b):   # (device memory: no host-staged copy)
         return b
     conflict = get_target(current_target()).conflict_pitch_bytes
     K, N = b.shape
@@ -304,7 +326,27 @@ def _activate(z: np.ndarray, activation: str | None) -> np.ndarray:
     return z
 
 
+def _host_values(x: Any) -> np.ndarray:
+    """A float64 host copy of an array's values."""
+    if _is_torch(x):
+        return x.float().cpu().numpy().astype(np.float64)
+    if _is_usm(x):
+        v = x.to_numpy()
+        if x.dtype == "bfloat16":
+            from .ir.core import bf16_bits_to_f32
+            v = bf16_bits_to_f32(v)
+        return v.astype(np.float64)
+    return np.asarray(x, np.float64)
+
+
 def _write(dst: Any, values: np.ndarray) -> None:
+    if _is_usm(dst):
+        if dst.dtype == "bfloat16":
+            from .ir.core import f32_to_bf16_bits
+            dst.copy_from_host(f32_to_bf16_bits(values.astype(np.float32)))
+        else:
+            dst.copy_from_host(values.astype(dst.dtype))
+        return
     if _is_torch(dst):
         import torch
         dst.copy_(torch.from_numpy(np.ascontiguousarray(values)).to(dst.dtype))
@@ -313,6 +355,9 @@ def _write(dst: Any, values: np.ndarray) -> None:
 
 
 def _copy_into(dst: Any, src: Any) -> None:
+    if _is_usm(dst):
+        dst.copy_from_host(src.to_numpy())
+        return
     if _is_torch(dst):
         dst.copy_(src)
     else:
@@ -337,6 +382,7 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
         if not (_is_torch(a) and _is_torch(b)):
             raise XejitTypeError(f"xejit.matmul: a ({type(a).__name__}) and b ({type(b).__name__}) must both "
                              f"be torch tensors or both arrays")
+        _check_torch_devices(a, b, bias, out)
         if out is None:
             from .torch_ops import matmul_op  # registers torch.ops.xejit.matmul on first use
             return matmul_op(a, b, bias, _activation(activation, a))
@@ -344,8 +390,61 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
             raise MatmulError("xejit.matmul: out= does not support autograd; call it without out= "
                              "or under torch.no_grad()")
         return _matmul(a, b, bias, activation, out)
+    from .runtime.usm_array import from_object, is_device_object
+    if any(x is not None and is_device_object(x) for x in (a, b, bias, out)):
+        # arrays in SYCL USM memory (DLPack oneAPI, SUAI): views of the caller's memory, no copy
+        given = [(n, x) for n, x in (("a", a), ("b", b), ("bias", bias), ("out", out)) if x is not None]
+        dev_name = next(n for n, x in given if is_device_object(x))
+        args = {}
+        for name, x in given:
+            u = from_object(x, f"xejit.matmul: {name}") if is_device_object(x) else _usm_numpy_view(x)
+            if u is None:
+                raise XejitValueError(f"xejit.matmul: {name} ({type(x).__name__}) is a host array but {dev_name} "
+                                      f"({type(dict(given)[dev_name]).__name__}) is SYCL device memory: mixed "
+                                      f"devices; pass arrays of one device")
+            args[name] = u
+        first = args["a"].queue
+        for name, u in args.items():
+            if u.queue.sycl_device != first.sycl_device or u.queue.sycl_context != first.sycl_context:
+                raise XejitValueError(f"xejit.matmul: {name} is on {u.queue.sycl_device.filter_string} but a is on "
+                                      f"{first.sycl_device.filter_string}: mixed devices (or SYCL contexts)")
+        res = _matmul(args["a"], args["b"], args.get("bias"), activation, args.get("out"))
+        return out if out is not None else _to_caller_kind(res, a)
     return _matmul(_as_array(a, "a"), _as_array(b, "b"),
                    None if bias is None else _as_array(bias, "bias"), activation, out)
+
+
+def _usm_numpy_view(x: Any) -> Any:
+    """A numpy array backed by dpctl USM memory (``xejit.runtime.usm``) as a UsmArray view, else None."""
+    if not isinstance(x, np.ndarray) or x.dtype.name not in _SUPPORTED + ("int32",):
+        return None
+    from .runtime.launch import _usm_owner
+    from .runtime.usm_array import UsmArray
+    owner = _usm_owner(x)
+    if owner is None:
+        return None
+    return UsmArray(x.__array_interface__["data"][0], x.shape, x.strides, x.dtype.name, owner.sycl_queue,
+                    owner=x, read_only=not x.flags.writeable, source="numpy", origin=x)
+
+
+def _check_torch_devices(*tensors: Any) -> None:
+    """Operands, bias and out= on one torch device (a CPU tensor beside an XPU one is an error)."""
+    named = [(n, t) for n, t in zip(("a", "b", "bias", "out"), tensors) if t is not None and _is_torch(t)]
+    dev = named[0][1].device
+    for n, t in named[1:]:
+        if t.device != dev:
+            raise MatmulError(f"xejit.matmul: {n} is on {t.device} but a is on {dev}: mixed devices; "
+                              f"move the tensors to one device")
+
+
+def _to_caller_kind(result: Any, proto: Any) -> Any:
+    """A result in USM memory returned as the caller's kind: through the array API namespace's
+    ``from_dlpack`` of the caller's array (dpctl.tensor, dpnp, ...: no copy, same device), else the
+    :class:`~xejit.runtime.usm_array.UsmArray` itself (it exports ``__dlpack__`` and SUAI)."""
+    if _is_usm(proto) or not hasattr(proto, "__array_namespace__"):
+        return result
+    xp = proto.__array_namespace__()
+    return xp.from_dlpack(result) if hasattr(xp, "from_dlpack") else result
 
 
 def _as_array(x: Any, name: str) -> np.ndarray:
@@ -398,27 +497,28 @@ def _matmul(a: Any, b: Any, bias: Any, activation: str | None, out: Any) -> Any:
     b2 = b[:, None] if b.ndim == 1 else b
     M, K, N = a2.shape[-2], a2.shape[-1], b2.shape[-1]
     if bias is not None:
-        if _is_torch(bias) != _is_torch(a):
-            raise XejitTypeError("xejit.matmul: bias must be of the same kind (torch/numpy) as a and b")
+        if _kind(bias) != _kind(a):
+            raise XejitTypeError("xejit.matmul: bias must be of the same kind (torch/numpy/USM) as a and b")
         if tuple(bias.shape) not in ((N,), (1,), ()):
             raise MatmulError(f"xejit.matmul: bias ({_describe(bias)}) must have shape [{N}] (the result's "
                              f"last dimension)")
         if _dtype_name(bias) != rdtype:
             raise MatmulError(f"xejit.matmul: bias ({_describe(bias)}) must have the result dtype {rdtype}")
         if tuple(bias.shape) != (N,):
-            bias = (bias.reshape(1).expand(N) if _is_torch(bias) else np.broadcast_to(bias.reshape(1), (N,)))
+            bias = (bias.reshape(1).expand(N) if _is_torch(bias) else bias.reshape(1).broadcast_to((N,))
+                    if _is_usm(bias) else np.broadcast_to(bias.reshape(1), (N,)))
         if _strides(bias)[0] != 1 and N > 1:
             bias = _contiguous(bias)
     if out is None:
         out = _empty_like_kind(a, shape, rdtype)
     else:
-        if _is_torch(out) != _is_torch(a) or not (_is_torch(out) or isinstance(out, np.ndarray)):
+        if _kind(out) != _kind(a) or not (_is_torch(out) or _is_usm(out) or isinstance(out, np.ndarray)):
             raise XejitTypeError(f"xejit.matmul: out ({type(out).__name__}) must be an array of the same kind "
                                  f"as a and b ({type(a).__name__})")
         if tuple(out.shape) != shape or _dtype_name(out) != rdtype:
             raise MatmulError(f"xejit.matmul: out ({_describe(out)}) must be {rdtype} {list(shape)} for "
                               f"a ({_describe(a)}) @ b ({_describe(b)})")
-        if not _is_torch(out) and not out.flags.writeable:
+        if _is_usm(out) and out.read_only or not _is_torch(out) and not _is_usm(out) and not out.flags.writeable:
             raise XejitValueError(f"xejit.matmul: out ({_describe(out)}) is read-only")
         if 0 not in out.shape and (any(st == 0 and n > 1 for n, st in zip(out.shape, _strides(out))) or
                                    (not _is_torch(out) and not _distinct_elements(out))):
@@ -468,6 +568,8 @@ def _expand(x: Any, shape: tuple[int, ...]) -> Any:
         return x
     if _is_torch(x):
         return x.expand(shape)
+    if _is_usm(x):
+        return x.broadcast_to(shape)
     return np.broadcast_to(x, shape)
 
 

@@ -25,11 +25,21 @@ from .errors import XejitError
 __all__ = ["matmul_op"]
 
 
+def _matmul_impl(a, b, bias=None, activation=None):
+    from .matmul import _matmul
+    return _matmul(a, b, bias, activation, None)
+
+
 @torch.library.custom_op("xejit::matmul", mutates_args=())
 def matmul_op(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
               activation: Optional[str] = None) -> torch.Tensor:
-    from .matmul import _matmul
-    return _matmul(a, b, bias, activation, None)
+    return _matmul_impl(a, b, bias, activation)
+
+
+# XPU tensors: the same implementation under the XPU dispatch key (explicitly, beside the
+# CompositeExplicitAutograd default); xejit.runtime.usm_array passes them to the kernel without
+# copies and launches on torch's current xpu stream.
+matmul_op.register_kernel("xpu")(_matmul_impl)
 
 
 @matmul_op.register_fake

@@ -126,3 +126,22 @@ def _get_device(filter_string: str | None) -> Device:
 def default_device() -> Device:
     """The device kernels run on unless told otherwise (see :func:`get_device`)."""
     return get_device(None)
+
+
+_by_context: dict = {}
+
+
+def device_for_queue(queue) -> Device:
+    """The :class:`Device` whose programs run on ``queue``: one per (device, context) per process,
+    the default device for its own queue's; its ``queue`` (the first seen) builds the programs, and
+    launches may go to any queue of that device and context (torch's stream queue, an array's)."""
+    dev = default_device()
+    if queue is dev.queue or (queue.sycl_device == dev.sycl_device and queue.sycl_context == dev.queue.sycl_context):
+        return dev
+    key = (queue.sycl_device.filter_string, queue.sycl_context)
+    got = _by_context.get(key)
+    if got is None:
+        sd = queue.sycl_device
+        got = _by_context[key] = Device(sd, queue, detect_target(sd.name, sd.is_gpu))
+    return got
+

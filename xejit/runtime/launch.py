@@ -6,8 +6,10 @@ A kernel's signature lists one kind per argument:
   Accepted: numpy arrays, row- or column-major with a possibly padded outer stride (copied into
   USM shared memory with their strides and, for ``"ptr"``, back out),
   numpy arrays that already live in USM memory (see :func:`xejit.runtime.usm.empty`; zero-copy),
-  any object with ``__sycl_usm_array_interface__`` (dpnp / dpctl arrays; zero-copy), and torch
-  CPU tensors (through USM shared memory, like numpy arrays). A read-only array (numpy's
+  any object with ``__sycl_usm_array_interface__`` (dpnp / dpctl arrays; zero-copy), objects
+  exporting ``__dlpack__`` on a oneAPI device and torch XPU tensors (zero-copy, as
+  :class:`~xejit.runtime.usm_array.UsmArray` views; see that module), and torch CPU tensors
+  (through USM shared memory, like numpy arrays). A read-only array (numpy's
   ``writeable`` flag, also on USM views; the read-only flag of a SUAI object) passed as ``"ptr"``
   is refused with a ``ValueError`` before anything is staged or launched.
 - a scalar kind (``"i32"``, ``"i64"``, ``"u32"``, ``"u64"``, ``"f32"``, ``"f64"``, ``"f16"``):
@@ -78,8 +80,7 @@ def _as_numpy(value, name: str):
     if mod.startswith("torch"):
         if value.device.type != "cpu":
             raise ArgumentError(
-                f"{name}: torch tensors on {value.device} are not supported yet; "
-                "pass a CPU tensor (it goes through USM shared memory) or a dpctl/dpnp array")
+                f"{name}: a torch tensor on {value.device} is not SYCL USM memory; pass a CPU or XPU tensor")
         import torch
 
         t = value.detach()
@@ -147,10 +148,49 @@ def _remember_zero_copy(arr: np.ndarray, queue, arg) -> None:
     _zero_copy[id(arr)] = (ref, queue, arg)
 
 
-def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
+def usm_memory(value, queue, name: str):
+    """The dpctl USM memory object for a :class:`~xejit.runtime.usm_array.UsmArray`'s extent (no
+    copy): dpctl checks that the pointer is USM memory of ``queue``'s context (remembered on the
+    view, so a launch checks it once)."""
     import dpctl.memory as dm
 
-    queue = kernel.device.queue
+    ctx = queue.sycl_context
+    hit = value.usm_memory
+    if hit is not None and hit[0] == ctx:
+        return hit[1]
+    lo, hi = value.extent()
+    if lo < value.ptr:
+        raise ArgumentError(f"{name}: unsupported array layout (negative strides {value.strides})")
+    try:
+        mem = dm.as_usm_memory(_Interior(value.ptr, hi - value.ptr, queue))
+    except Exception:
+        raise ArgumentValueError(
+            f"{name}: its memory (address {value.ptr:#x}, described by {value.source}) is not SYCL USM memory "
+            f"of the launch queue's context on {queue.sycl_device.filter_string}") from None
+    value.usm_memory = (ctx, mem)
+    return mem
+
+
+def _marshal_usm_array(value, queue, kind: str, name: str):
+    """The dpctl USM argument for a :class:`~xejit.runtime.usm_array.UsmArray` (no copy): its
+    memory must be USM of ``queue``'s device and context."""
+    if value.queue is not queue:
+        if value.queue.sycl_device != queue.sycl_device:
+            raise ArgumentValueError(f"{name} is on device {value.queue.sycl_device.filter_string} but the launch "
+                                     f"queue is on {queue.sycl_device.filter_string}")
+        if value.queue.sycl_context != queue.sycl_context:
+            raise ArgumentValueError(f"{name} is USM memory of another SYCL context than the launch queue's")
+    if kind == "ptr" and value.read_only:
+        raise ArgumentValueError(f"{name}: the kernel writes this array but it is read-only")
+    return usm_memory(value, queue, name)
+
+
+def _marshal(kernel: "Kernel", values: Sequence, queue=None) -> _Marshalled:
+    import dpctl.memory as dm
+
+    from .usm_array import from_object
+
+    queue = queue if queue is not None else kernel.device.queue
     out = _Marshalled([])
     for i, (kind, value) in enumerate(zip(kernel.signature, values)):
         if kind in ("ptr", "ptr_in") and type(value) is np.ndarray:
@@ -161,6 +201,10 @@ def _marshal(kernel: "Kernel", values: Sequence) -> _Marshalled:
                 continue
         name = f"{kernel.name}: argument {i}"
         if kind in ("ptr", "ptr_in"):
+            usm = None if isinstance(value, np.ndarray) else from_object(value, name)
+            if usm is not None:   # torch XPU tensors, DLPack oneAPI and SUAI arrays: no copy
+                out.args.append(_marshal_usm_array(usm, queue, kind, name))
+                continue
             if not isinstance(value, np.ndarray) and hasattr(value, "__sycl_usm_array_interface__"):
                 if kind == "ptr" and _suai_read_only(value):
                     raise ArgumentValueError(f"{name}: the kernel writes this array but it is read-only")
@@ -248,18 +292,25 @@ class Kernel:
                 f"{self.name}: the signature lists {len(self.signature)} arguments, the kernel takes "
                 f"{self.sycl_kernel.num_args}")
 
-    def launch(self, grid: Sequence[int], block: Sequence[int], *args) -> None:
+    def launch(self, grid: Sequence[int], block: Sequence[int], *args, queue=None) -> None:
         """Run on ``grid`` workgroups of ``block`` work-items each, and wait for completion.
 
+        ``queue`` (default: the device's) is any dpctl queue of the program's device and context,
+        e.g. torch's current XPU stream wrapped by :func:`xejit.runtime.usm_array.torch_xpu_queue`.
         Dimensions are in OpenCL order: ``grid[0]`` and ``block[0]`` are the kernel's dimension 0
         (``get_group_id(0)``, ``get_local_id(0)``; dimension 0 varies fastest within a subgroup)."""
         if len(args) != len(self.signature):
             raise ArgumentError(
                 f"{self.name} takes {len(self.signature)} arguments ({', '.join(self.signature)}), got {len(args)}")
         global_range, local_range = _check_range(grid, block, self.name)
-        m = _marshal(self, args)
+        if queue is None:
+            queue = self.device.queue
+        elif queue is not self.device.queue and (queue.sycl_context != self.device.queue.sycl_context
+                                                 or queue.sycl_device != self.device.sycl_device):
+            raise LaunchError(f"{self.name}: the queue is not on the program's device and context")
+        m = _marshal(self, args, queue)
         try:
-            self.device.queue.submit(self.sycl_kernel, m.args, global_range, local_range).wait()
+            queue.submit(self.sycl_kernel, m.args, global_range, local_range).wait()
         except Exception as e:  # dpctl's submit errors become one xejit error type
             raise LaunchError(f"{self.name}: launch of grid {tuple(grid)} x workgroup {tuple(block)} failed: {e}") from None
         for staged, arr in m.copy_back:

@@ -71,7 +71,7 @@ def build_program(spv: bytes, device: Device | None = None, *, validate: bool = 
 
     device = device or default_device()
     sha = hashlib.sha256(spv).hexdigest()
-    key = (sha, device.filter_string, options)
+    key = (sha, device.filter_string, options, device.queue.sycl_context)   # programs belong to a context
     with _lock:
         prog = _programs.get(key)
     if prog is not None:
