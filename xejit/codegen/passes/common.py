@@ -3,19 +3,27 @@ from __future__ import annotations
 
 from typing import Any
 
+import linecache
+
+from ...errors import CompilationError
 from ...ir.core import ArrayType, Block, Function, Operation, Region, Value
-from ..errors import XejitError
 
 
-class CompilerError(XejitError):
-    """An op or case the compiler does not support (or a contradiction it found), with the
-    op's name and the user's source line."""
+class CompilerError(CompilationError):
+    """An op or case the compiler does not support (or a contradiction it found), reported like
+    the frontend's errors: ``file:line:col: error: <op>: message``, the kernel's source line and
+    a caret under the column (when the op has a location)."""
 
     def __init__(self, message: str, op: Operation | None = None):
         self.op = op
-        if op is not None:
-            message = f"{op.loc}: {op.name}: {message}"
-        super().__init__(message)
+        loc = op.loc if op is not None else None
+        if loc is None or not loc.line:
+            what = f"{op.name}: " if op is not None else ""
+            self.message, self.file, self.line, self.col, self.source_line = what + message, "", 0, 0, None
+            Exception.__init__(self, self.message)
+            return
+        src = linecache.getline(loc.file, loc.line).rstrip("\n") or None
+        super().__init__(f"{op.name}: {message}", file=loc.file, line=loc.line, col=loc.col, source_line=src)
 
 
 def clone_block_into(src: Block, dst: Block, vmap: dict[int, Value]) -> None:
