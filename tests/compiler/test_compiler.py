@@ -80,8 +80,9 @@ def _mask_convert(x, y, SGL: xl.constexpr, SGD: xl.constexpr):
 def test_unsupported_case_names_op_and_line():
     x = np.zeros((16, 32), np.float32)
     ir = _mask_convert.compile_ir(x, x, SGL=[4, 1], SGD=[4, 32], num_subgroups=4)
-    with pytest.raises(CompilerError, match=r"test_compiler\.py:\d+:\d+: xetile\.convert_layout: .*i1"):
+    with pytest.raises(CompilerError, match=r"test_compiler\.py:\d+:\d+: error: xetile\.convert_layout: .*i1") as info:
         compile_kernel(ir, "generic")
+    assert "xl.convert_layout(t > 0.0" in str(info.value) and str(info.value).endswith("^")
 
 
 def test_dpas_target_goes_through_the_xegpu_hook():
