@@ -76,6 +76,19 @@ class Arr:
     type: ArrayType
 
 
+def array_span(b: ir.IRBuilder, dims: list, strides: list) -> tuple[ir.Value, ir.Value]:
+    """(lowest, highest) element offset an array of these i64 dims and strides reaches; an
+    empty array gives an empty range (lowest > highest)."""
+    lo, hi, empty = I64(0), I64(0), ir.Constant(ir.IntType(1), 0)
+    for d, st in zip(dims, strides):
+        far = b.mul(b.sub(d, I64(1)), st)
+        neg = b.icmp_signed("<", far, I64(0))
+        lo = b.add(lo, b.select(neg, far, I64(0)))
+        hi = b.add(hi, b.select(neg, I64(0), far))
+        empty = b.or_(empty, b.icmp_signed("<=", d, I64(0)))
+    return lo, b.select(empty, b.sub(lo, I64(1)), hi)
+
+
 @dataclass
 class Tile:
     arr: Arr
@@ -156,6 +169,7 @@ class GenericLowering:
         self.lane = b.zext(self.lane32, I64, name="lane")
         self._lane_cols: dict[int, ir.Value] = {}
         self._bases: dict = {}
+        self._span: dict[int, tuple[ir.Value, ir.Value]] = {}   # id(Arr) -> array_span
         self._zero_src = None
         pi = 0
         for a in fn.args:
@@ -172,6 +186,7 @@ class GenericLowering:
                 else:
                     raise CompilerError(f"argument {a.name_hint}: arrays of rank {t.rank} are not supported")
                 self.env[id(a)] = Arr(ptr, dims2, strides2, t)
+                self._span[id(self.env[id(a)])] = array_span(b, dims, strides)
                 if self._zero_src is None:
                     self._zero_src = dims[0]
                 self.env[("dims", id(a))] = (dims, strides)
@@ -832,6 +847,14 @@ class GenericLowering:
         b.position_at_end(done)
         return curf
 
+    def offset_in_span(self, arr: Arr, off: ir.Value) -> ir.Value:
+        """Whether element offset ``off`` lies in the array's memory span (the first to the last
+        element its shape and strides reach): gathers and scatters never touch memory outside
+        it, whatever the offsets (codegen/span.py)."""
+        lo, hi = self._span[id(arr)]
+        b = self.b
+        return b.and_(b.icmp_signed(">=", off, lo), b.icmp_signed("<=", off, hi))
+
     def op_xetile_load_gather(self, op):
         tile: Tile = self.env[id(op.operands[0])]
         mask: Vec = self.env[id(op.operands[1])]
@@ -844,7 +867,7 @@ class GenericLowering:
         for r in range(R):
             row = []
             for g in range(self.col_groups(C)):
-                m = mask.regs[r][g]
+                m = b.and_(mask.regs[r][g], self.offset_in_span(tile.arr, tile.offsets.regs[r][g]))
                 idx = b.select(m, tile.offsets.regs[r][g], I64(0))
                 v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mem_type(et)))
                 self.count("gather load")
@@ -861,7 +884,7 @@ class GenericLowering:
         R, C = tile.type.shape
         for r in range(R):
             for g in range(self.col_groups(C)):
-                ok = mask.regs[r][g]
+                ok = b.and_(mask.regs[r][g], self.offset_in_span(tile.arr, tile.offsets.regs[r][g]))
                 cv = self.col_valid(C, g)
                 if cv is not None:
                     ok = b.and_(ok, cv)

@@ -200,6 +200,7 @@ class XeGPULowering:
         #: id(surface-ok flag) -> True/False inside a versioned loop (see op_scf_for)
         self.versioned: dict[int, bool] = {}
         self.fallbacks: list[str] = []
+        self._span: dict[int, tuple] = {}     # id(Arr) -> (lo, hi) element offsets (array_span)
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -221,6 +222,7 @@ class XeGPULowering:
                 dims = [next(args) for _ in range(t.rank)]
                 strides = [next(args) for _ in range(t.rank)]
                 self.env[id(a)] = Arr(ptr, dims, strides, t)
+                self._span[id(self.env[id(a)])] = _gen.array_span(self.b, dims, strides)
             else:
                 self.env[id(a)] = next(args)
         self.lane = bi.sub_group_local_id(self.b)
@@ -980,6 +982,9 @@ class XeGPULowering:
         b = self.b
         ety = reg_type(gtd.type.dtype)
         offs, ms = self._elems(gtd.offsets), self._elems(mask)
+        span = self._span[id(gtd.arr)]     # gathers and scatters stay inside the array's memory
+        ms = [b.and_(m, b.and_(b.icmp_signed(">=", o, span[0]), b.icmp_signed("<=", o, span[1])))
+              for o, m in zip(offs, ms)]
         if store is None:
             pad = _const(gtd.type.dtype, op.attributes.get("padding", 0))
             vals = []
