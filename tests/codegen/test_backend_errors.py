@@ -6,6 +6,7 @@ import xejit
 from xejit.codegen.compiler import CompilerError
 from xejit.ir.core import i32
 from xejit.kernels.gemm import gemm_kernel
+import xejit.language as xl
 
 
 def test_blocking_error_points_at_the_kernel_line():
@@ -24,3 +25,20 @@ def test_blocking_error_points_at_the_kernel_line():
 def test_error_without_a_location_has_no_placeholder_position():
     e = CompilerError("no location here")
     assert str(e) == "no location here" and isinstance(e, xejit.CompilationError)
+
+
+@xejit.kernel
+def _scale(x, y, BM: xl.constexpr, BN: xl.constexpr):
+    t = xl.load_tile(xl.init_tile(x, [0, 0], [BM, BN]))
+    xl.store_tile(xl.init_tile(y, [0, 0], [BM, BN]), t * 2.0)
+
+
+@pytest.mark.parametrize("target,rows", [("pvc", 2**40), ("generic", 4096)])
+def test_huge_tiles_are_refused_up_front(target, rows):
+    """A 2^40-row tile used to compile forever (13 GB in 60 s); 4096x16 took 52 s on generic."""
+    import time
+    x = np.ones((64, 64), np.float32)
+    t0 = time.perf_counter()
+    with pytest.raises(CompilerError, match=r"elements per subgroup; xejit compiles at most 16384") as info:
+        _scale.compile(x, x, BM=rows, BN=16, target=target)
+    assert time.perf_counter() - t0 < 60 and str(info.value).endswith("^")
