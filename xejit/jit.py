@@ -108,7 +108,7 @@ def memory_order(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...
     if len(shape) == 1:
         return (0,)
     if len(shape) == 2:
-        if strides[1] == 1 or shape[1] == 1:
+        if strides[1] == 1 or shape[1] <= 1 or shape[0] == 0:   # an empty array reads nothing
             return (1, 0)
         if strides[0] == 1 or shape[0] == 1:
             return (0, 1)

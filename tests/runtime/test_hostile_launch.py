@@ -160,3 +160,19 @@ def test_runtime_launch_refuses_read_only_usm():
     assert np.isnan(view).all()
     vadd.launch((1,), (16,), a, b, mem, 16, 0.5)     # the same memory, writeable: written
     np.testing.assert_allclose(view, a.astype(np.float64) + 0.5 * b.astype(np.float64), rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(0, 16), (16, 0), (0, 0)])
+def test_zero_size_arrays_launch(shape):
+    """Zero-size 2-D arrays were refused ("no contiguous dimension"); a kernel over them reads
+    nothing and writes nothing."""
+
+    @xejit.kernel
+    def twice(x, y, BM: xl.constexpr, BN: xl.constexpr):
+        t = xl.load_tile(xl.init_tile(x, [xl.program_id(0) * BM, 0], [BM, BN]))
+        xl.store_tile(xl.init_tile(y, [xl.program_id(0) * BM, 0], [BM, BN]), t * 2.0)
+
+    x = np.ones(shape, np.float32)
+    y = np.empty(shape, np.float32)
+    twice[(2,)](x, y, BM=8, BN=16)
+    assert y.shape == shape
