@@ -76,6 +76,39 @@ class Arr:
     type: ArrayType
 
 
+def _splat_like(x: ir.Value, ty: ir.Type, v) -> ir.Constant:
+    """A constant of ``ty`` (scalar) shaped like ``x`` (scalar or vector)."""
+    if isinstance(x.type, ir.VectorType):
+        return ir.Constant(ir.VectorType(ty, x.type.count), [v] * x.type.count)
+    return ir.Constant(ty, v)
+
+
+def float_to_int(b: ir.IRBuilder, x: ir.Value, to: ir.IntType, signed: bool) -> ir.Value:
+    """numpy-compatible where numpy defines it, saturating where it does not: truncate toward
+    zero; to bool, ``x != 0`` (NaN is True); out of range, the type's min / max; NaN to 0. The
+    same rule on every target and in the interpreter (``xetile_semantics.cast_value``)."""
+    fty = x.type.element if isinstance(x.type, ir.VectorType) else x.type
+    if to.width == 1:
+        return b.fcmp_unordered("!=", x, _splat_like(x, fty, 0.0))
+    w = to.width
+    lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
+    over = b.fcmp_ordered(">=", x, _splat_like(x, fty, float(hi + 1)))    # powers of two: exact
+    under = b.fcmp_ordered("<", x, _splat_like(x, fty, float(lo - 1) if signed else -1.0))
+    nan = b.fcmp_unordered("uno", x, x)
+    bad = b.or_(b.or_(over, under), nan)
+    safe = b.select(bad, _splat_like(x, fty, 0.0), x)
+    rty = ir.VectorType(to, x.type.count) if isinstance(x.type, ir.VectorType) else to
+    r = b.fptosi(safe, rty) if signed else b.fptoui(safe, rty)
+    r = b.select(over, _splat_like(x, to, hi), r)
+    return b.select(under, _splat_like(x, to, lo), r)
+
+
+def int_to_bool(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """numpy's int -> bool: ``x != 0`` (not the lowest bit)."""
+    ity = x.type.element if isinstance(x.type, ir.VectorType) else x.type
+    return b.icmp_unsigned("!=", x, _splat_like(x, ity, 0))
+
+
 def array_span(b: ir.IRBuilder, dims: list, strides: list) -> tuple[ir.Value, ir.Value]:
     """(lowest, highest) element offset an array of these i64 dims and strides reaches; an
     empty array gives an empty range (lowest > highest)."""
@@ -480,12 +513,13 @@ class GenericLowering:
                 conv = b.uitofp
             return lambda x: self.round_to(rt, conv(x, F32))
         if name in ("arith.fptosi", "arith.fptoui"):
-            conv = b.fptosi if name == "arith.fptosi" else b.fptoui
-            return lambda x: conv(x, reg_type(rt))
+            return lambda x: float_to_int(b, x, reg_type(rt), name == "arith.fptosi")
         if name in ("arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast"):
             to = reg_type(rt)
 
             def icast(x):
+                if to.width == 1 and x.type.width > 1:
+                    return int_to_bool(b, x)
                 if x.type.width == to.width:
                     return x
                 if x.type.width > to.width:

@@ -482,15 +482,16 @@ class XeGPULowering:
         elif src.is_float and dst.is_float:
             r = self.from_f32(self.to_f32(x, src), dst)
         elif src.is_float:
-            xf = self.to_f32(x, src)
-            r = b.fptosi(xf, ty(dl)) if dst.is_signed else b.fptoui(xf, ty(dl))
+            r = _gen.float_to_int(b, self.to_f32(x, src), dl, dst.is_signed)
         elif dst.is_float:
             signed = src.is_signed and src != i1
             r = b.sitofp(x, ty(F32)) if signed else b.uitofp(x, ty(F32))
             r = self.from_f32(r, dst)
         else:
             sw, dw = reg_type(src).width, dl.width
-            if sw == dw:
+            if dw == 1 and sw > 1:
+                r = _gen.int_to_bool(b, x)
+            elif sw == dw:
                 r = x
             elif sw > dw:
                 r = b.trunc(x, ty(dl))

@@ -33,11 +33,27 @@ class TileValue:
                 (slice(rr0 - r0, rr1 - r0), slice(cc0 - c0, cc1 - c0)))
 
 
+def saturating_float_to_int(x, np_dtype) -> np.ndarray:
+    """Truncate toward zero; values beyond the type's range give its min / max, NaN gives 0."""
+    info = np.iinfo(np_dtype)
+    with np.errstate(invalid="ignore"):
+        xf = np.nan_to_num(np.trunc(np.asarray(x, np.float64)), nan=0.0)
+        over = xf >= float(info.max) + 1        # 2^(bits-1) or 2^bits: exact in float64
+        under = xf < float(info.min)
+        safe = np.where(over | under, 0.0, xf).astype(np_dtype)
+    return np.where(over, info.max, np.where(under, info.min, safe)).astype(np_dtype)
+
+
 def cast_value(x, dtype: ScalarType):
-    """Convert an interpreter value to ``dtype`` (float->int truncates toward zero)."""
+    """Convert an interpreter value to ``dtype``: float -> int truncates toward zero and
+    saturates (NaN -> 0); anything -> bool is ``x != 0`` (the rule of every target)."""
     x = np.asarray(x)
+    if dtype.bitwidth == 1:
+        out = (x != 0)
+        return out if out.ndim else out[()]
     if dtype.is_int and x.dtype.kind == "f":
-        x = np.trunc(x)
+        out = saturating_float_to_int(x, dtype.np_dtype)
+        return out if out.ndim else out[()]
     if dtype == bf16:
         out = round_to_bf16(x.astype(np.float32))
     else:

@@ -1,0 +1,71 @@
+"""Casts follow one rule on every target and in the interpreter: float -> int truncates toward
+zero and saturates (NaN -> 0), anything -> bool is ``x != 0`` (numpy's rule where numpy has one)."""
+import numpy as np
+import pytest
+
+import xejit
+import xejit.language as xl
+
+SPECIAL = [-1e10, -129.7, -128.5, -3.7, -0.5, 0.0, 0.5, 2.9, 127.9, 128.0, 255.9, 300.0, 1e10,
+           np.nan, np.inf, -np.inf]
+
+
+@xejit.kernel
+def casts(x, a, u, w, t, BN: xl.constexpr):
+    v = xl.load_tile(xl.init_tile(x, [0, 0], [1, BN]))
+    xl.store_tile(xl.init_tile(a, [0, 0], [1, BN]), v.to(xl.int8))
+    xl.store_tile(xl.init_tile(u, [0, 0], [1, BN]), v.to(xl.uint8))
+    xl.store_tile(xl.init_tile(w, [0, 0], [1, BN]), v.to(xl.int32))
+    xl.store_tile(xl.init_tile(t, [0, 0], [1, BN]), (v.to(xl.int32) + 0).to(xl.int8).to(xl.int32))
+
+
+def _rule(x, dt):
+    """The documented rule, written out element by element in Python."""
+    info = np.iinfo(dt)
+    out = []
+    for v in np.asarray(x, np.float64).ravel():
+        out.append(0 if np.isnan(v) else info.max if v >= info.max + 1 else info.min if v <= info.min - 1
+                   else int(np.trunc(v)))
+    return np.array(out, dt).reshape(np.shape(x))
+
+
+@pytest.mark.parametrize("mode", ["interpret", "generic", "pvc", "dg2"])
+def test_float_to_int_saturates_on_every_target(mode, monkeypatch):
+    monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
+    if mode == "interpret":
+        monkeypatch.setenv("XEJIT_INTERPRET", "1")
+    elif mode != "generic":
+        monkeypatch.setenv("XEJIT_EMULATE", mode)
+    BN = 16
+    x = np.array(SPECIAL, np.float32).reshape(1, BN)
+    outs = [np.full((1, BN), 99, dt) for dt in (np.int8, np.uint8, np.int32, np.int32)]
+    casts[(1,)](x, *outs, BN=BN)
+    np.testing.assert_array_equal(outs[0], _rule(x, np.int8))
+    np.testing.assert_array_equal(outs[1], _rule(x, np.uint8))
+    np.testing.assert_array_equal(outs[2], _rule(x, np.int32))
+    # int -> narrower int wraps (two's complement), as numpy's astype
+    np.testing.assert_array_equal(outs[3], _rule(x, np.int32).astype(np.int8).astype(np.int32))
+
+
+@xejit.kernel
+def to_bool(x, k, y, z, BN: xl.constexpr):
+    v = xl.load_tile(xl.init_tile(x, [0, 0], [1, BN]))
+    i = xl.load_tile(xl.init_tile(k, [0, 0], [1, BN]))
+    xl.store_tile(xl.init_tile(y, [0, 0], [1, BN]), v.to(xl.int1).to(xl.int32))
+    xl.store_tile(xl.init_tile(z, [0, 0], [1, BN]), i.to(xl.int1).to(xl.int32))
+
+
+@pytest.mark.parametrize("mode", ["interpret", "generic", "pvc"])
+def test_to_bool_is_not_zero(mode, monkeypatch):
+    monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
+    if mode == "interpret":
+        monkeypatch.setenv("XEJIT_INTERPRET", "1")
+    elif mode != "generic":
+        monkeypatch.setenv("XEJIT_EMULATE", mode)
+    BN = 16
+    x = np.array(SPECIAL, np.float32).reshape(1, BN)
+    k = np.array([0, 1, 2, -1, 4, 256, -256, 3, 0, 8, 16, 5, 0, 7, 9, 2**30], np.int32).reshape(1, BN)
+    y, z = np.full((1, BN), 99, np.int32), np.full((1, BN), 99, np.int32)
+    to_bool[(1,)](x, k, y, z, BN=BN)
+    np.testing.assert_array_equal(y, (x != 0).astype(np.int32))
+    np.testing.assert_array_equal(z, (k != 0).astype(np.int32))
