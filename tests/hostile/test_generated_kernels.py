@@ -1,0 +1,102 @@
+"""Generated hostile kernels (hypothesis): each is compiled (and on generic launched) in a child
+process with a time and memory limit; none may crash, hang, raise a non-xejit exception or an
+"internal compiler error". Derandomized, so a failure reproduces; the generator is
+``kernel_source``."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SHAPES = st.sampled_from(["[8, 16]", "[16, 16]", "[0, 16]", "[8, -16]", "[3, 5]", "[8, 16, 2]", "[8]",
+                          "[2**40, 16]", "[8.5, 16]", "'8x16'", "[BM, BN]"])
+DTYPES = st.sampled_from(["xl.float32", "xl.float16", "xl.bfloat16", "xl.int8", "xl.uint8", "xl.int32",
+                          "xl.int1", "'float'", "None", "3"])
+VALUES = st.sampled_from(["0", "1", "-1", "300", "2**31", "2**70", "1e40", "float('nan')", "float('-inf')",
+                          "'a'", "None", "[1, 2]", "1.5", "True"])
+OFFSETS = st.sampled_from(["[0, 0]", "[-8, 0]", "[2**62, 0]", "[0.5, 0]", "[0]", "['a', 0]", "[m, 0]"])
+STATEMENTS = st.one_of(
+    st.builds("t = xl.load_tile(xl.init_tile(x, {}, {}), padding={})".format, OFFSETS, SHAPES, VALUES),
+    st.builds("t = xl.full({}, {}, {})".format, SHAPES, VALUES, DTYPES),
+    st.builds("t = xl.zeros({}, {})".format, SHAPES, DTYPES),
+    st.builds("t = t.to({})".format, DTYPES),
+    st.builds("t = t + {}".format, VALUES),
+    st.builds("t = t * xl.full({}, 2.0, xl.float32)".format, SHAPES),
+    st.builds("t = xl.tile_mma(t, xl.load_tile(xl.init_tile(y, [0, 0], {})), None)".format, SHAPES),
+    st.builds("t = xl.tile_reduce(t, 'add', {})".format, st.sampled_from(["0", "1", "2", "-1", "'x'"])),
+    st.builds("t = xl.tile_broadcast(t, {})".format, SHAPES),
+    st.builds("t = xl.tile_transpose(t)".format),
+    st.builds("t = xl.exp(t) if {} else t".format, st.sampled_from(["True", "BM > 4", "t"])),
+    st.builds("for k in range({}):\n    t = t + 1.0".format, st.sampled_from(["2", "2.5", "BM", "x", "-3", "0"])),
+    st.builds("xl.store_tile(xl.init_tile(y, {}, {}), t)".format, OFFSETS, SHAPES),
+    st.builds("xl.store_tile(t, {})".format, VALUES),
+    st.just("t = undefined_name + 1"),
+    st.just("t = xl.arange(0, BN)"),
+    st.just("t = xl.load_gather(xl.init_tile(x, xl.arange(0, BN) * 1000000), padding=-1.0)"),
+)
+
+
+@st.composite
+def kernel_source(draw) -> str:
+    body = draw(st.lists(STATEMENTS, min_size=1, max_size=4))
+    lines = ["m = xl.program_id(0) * BM",
+             "t = xl.load_tile(xl.init_tile(x, [m, 0], [BM, BN]))"] + body + [
+             "xl.store_tile(xl.init_tile(y, [m, 0], [BM, BN]), t)"]
+    src = "\n".join(lines)
+    return textwrap.dedent('''\
+        import numpy as np
+        import xejit
+        import xejit.language as xl
+
+
+        @xejit.kernel
+        def kernel(x, y, BM: xl.constexpr, BN: xl.constexpr):
+        {body}
+
+
+        ARGS = (np.random.default_rng(0).uniform(1, 2, (16, 16)).astype(np.float32), np.zeros((16, 16), np.float32))
+        KWARGS = dict(BM=8, BN=16)
+        ''').format(body=textwrap.indent(src, "    "))
+
+
+def _run(tmp: Path, src: str, target: str) -> dict:
+    path = tmp / "k.py"
+    path.write_text(src)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        p = subprocess.run([sys.executable, "-m", "tests.hostile.runner", str(path), target], capture_output=True,
+                           text=True, timeout=120, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired:
+        return {"outcome": "hang"}
+    if p.returncode != 0:
+        return {"outcome": "crash", "returncode": p.returncode, "stderr": p.stderr[-2000:]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _check(result: dict, src: str) -> None:
+    assert result["outcome"] in ("ok", "error"), f"{result}\n--- kernel ---\n{src}"
+    if result["outcome"] == "error":
+        assert result["located"] or "argument" in result["message"] or "launch" in result["message"], \
+            f"an error without the kernel's line: {result}\n--- kernel ---\n{src}"
+
+
+@pytest.mark.parametrize("target", ["generic", "pvc"])
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(src=kernel_source())
+def test_generated_kernels_end_cleanly(tmp_path_factory, target, src):
+    _check(_run(tmp_path_factory.mktemp("k"), src, target), src)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["generic", "pvc", "dg2"])
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(src=kernel_source())
+def test_many_generated_kernels_end_cleanly(tmp_path_factory, target, src):
+    _check(_run(tmp_path_factory.mktemp("k"), src, target), src)
