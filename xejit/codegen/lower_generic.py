@@ -103,6 +103,31 @@ def float_to_int(b: ir.IRBuilder, x: ir.Value, to: ir.IntType, signed: bool) -> 
     return b.select(under, _splat_like(x, to, lo), r)
 
 
+def floor_divide(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """Signed division rounding toward negative infinity (``arith.floordivsi``, Python's //)."""
+    ity = y.type.element if isinstance(y.type, ir.VectorType) else y.type
+    zero = _splat_like(x, ity, 0)
+    q, r = b.sdiv(x, y), b.srem(x, y)
+    adj = b.and_(b.icmp_signed("!=", r, zero),
+                 b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
+    return b.sub(q, b.zext(adj, x.type))
+
+
+def safe_int_division(b: ir.IRBuilder, f, x: ir.Value, y: ir.Value, signed: bool) -> ir.Value:
+    """``f(x, y)`` for an integer division or remainder with numpy's results where LLVM has
+    undefined behaviour: a zero divisor gives 0 (numpy warns; the device cannot), and
+    ``MIN // -1`` wraps to MIN (remainder 0). The divisor is replaced by 1 in both cases."""
+    ity = y.type.element if isinstance(y.type, ir.VectorType) else y.type
+    zero = b.icmp_signed("==", y, _splat_like(y, ity, 0))
+    bad = zero
+    if signed:
+        lowest = -(1 << (ity.width - 1))
+        bad = b.or_(zero, b.and_(b.icmp_signed("==", x, _splat_like(x, ity, lowest)),
+                                 b.icmp_signed("==", y, _splat_like(y, ity, -1))))
+    r = f(x, b.select(bad, _splat_like(y, ity, 1), y))
+    return b.select(zero, _splat_like(y, ity, 0), r)
+
+
 def int_to_bool(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """numpy's int -> bool: ``x != 0`` (not the lowest bit)."""
     ity = x.type.element if isinstance(x.type, ir.VectorType) else x.type
@@ -464,15 +489,10 @@ class GenericLowering:
                 cmp = b.icmp_signed if sname[0] == "s" else b.icmp_unsigned
                 return self._map(op, lambda x, y: b.select(cmp(pred, x, y), x, y))
             if sname == "floordiv":
-                def floordiv(x, y):
-                    q = b.sdiv(x, y)
-                    r = b.srem(x, y)
-                    adj = b.and_(b.icmp_signed("!=", r, ir.Constant(x.type, 0)),
-                                 b.icmp_signed("!=", b.icmp_signed("<", r, ir.Constant(x.type, 0)),
-                                               b.icmp_signed("<", y, ir.Constant(x.type, 0))))
-                    return b.sub(q, b.zext(adj, x.type))
-                return self._map(op, floordiv)
+                return self._map(op, lambda x, y: safe_int_division(b, lambda p, q: floor_divide(b, p, q), x, y, True))
             f = getattr(b, sname)
+            if sname in ("sdiv", "udiv", "srem", "urem"):
+                return self._map(op, lambda x, y: safe_int_division(b, f, x, y, sname[0] == "s"))
             return self._map(op, lambda x, y: f(x, y))
         if name in _UNARY_LL:
             if name == "arith.negf":

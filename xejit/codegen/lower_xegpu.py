@@ -440,7 +440,9 @@ class XeGPULowering:
                 r = self.per_element(xs, lambda *a: self.ocl(_OCL_MATH[n], list(a)))
             r = self.from_f32(r, t)
         else:
-            if n in _IBIN:
+            if n in ("arith.divsi", "arith.divui", "arith.remsi", "arith.remui"):
+                r = _gen.safe_int_division(b, getattr(b, _IBIN[n]), *xs, n.endswith("si"))
+            elif n in _IBIN:
                 r = getattr(b, _IBIN[n])(*xs)
             elif n in _IMINMAX:
                 cmp, signed = _IMINMAX[n]
@@ -502,12 +504,7 @@ class XeGPULowering:
     def op_arith_floordivsi(self, op: Operation) -> None:
         b = self.b
         a, c = (self.env[id(v)] for v in op.operands)
-        q = b.sdiv(a, c)
-        r = b.srem(a, c)
-        zero = ir.Constant(a.type, None)
-        adj = b.and_(b.icmp_signed("!=", r, zero),
-                     b.icmp_signed("!=", b.icmp_signed("<", a, zero), b.icmp_signed("<", c, zero)))
-        self.env[id(op.result)] = b.sub(q, b.zext(adj, a.type))
+        self.env[id(op.result)] = _gen.safe_int_division(b, lambda x, y: _gen.floor_divide(b, x, y), a, c, True)
 
     # -- blocks ---------------------------------------------------------------------------------
 
