@@ -658,8 +658,12 @@ class XeGPULowering:
         return b.gep(td.arr.ptr, [off], source_etype=ety), ok
 
     def load_elem(self, td: TD, r, c, ety, pad) -> ir.Value:
-        ptr, ok = self.elem_ptr(td, r, c, ety)
-        v = self.b.load(ptr, typ=ety)
+        if ety == I1:    # bool arrays hold one byte per element: != 0 is the value
+            ptr, ok = self.elem_ptr(td, r, c, I8)
+            v = self.b.icmp_unsigned("!=", self.b.load(ptr, typ=I8), I8(0))
+        else:
+            ptr, ok = self.elem_ptr(td, r, c, ety)
+            v = self.b.load(ptr, typ=ety)
         return self.b.select(ok, v, pad)
 
     def coords_dyn(self, shape2d: tuple[int, int], e: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -739,7 +743,8 @@ class XeGPULowering:
                         rr, cc = b.add(r0, c), b.add(c0, b.add(b.mul(r, I64(v)), I64(t)))
                     x = b.zext(b.bitcast(self.load_elem(td, rr, cc, ety, pad), ir.IntType(bits)), I32)
                     val = b.or_(val, b.shl(x, I32(t * bits))) if t else x
-            b.store(b.bitcast(val, unit), b.gep(buf, [b.add(e, I64(off))], source_etype=unit))
+            val = b.zext(val, unit) if val.type == I1 else b.bitcast(val, unit)
+            b.store(val, b.gep(buf, [b.add(e, I64(off))], source_etype=unit))
 
     def from_buffer(self, buf, unit: ir.Type, off: int, t: VectorType):
         """A block value read back from a private buffer (or a Lazy handle when too long)."""
@@ -747,6 +752,9 @@ class XeGPULowering:
         ptr = self.b.gep(buf, [I32(off)])
         if vt is None:
             return Lazy(buf, unit, off, t)
+        if vt.element == I1:   # bytes in the buffer
+            raw = self.b.load(self.b.bitcast(ptr, _vt(unit, vt.count).as_pointer()), typ=_vt(unit, vt.count))
+            return self.b.icmp_unsigned("!=", raw, ir.Constant(raw.type, None))
         return self.b.load(ptr, typ=vt)
 
     def scatter_block(self, td: TD, val_t: VectorType, x: ir.Value, r0, c0) -> None:
@@ -764,6 +772,8 @@ class XeGPULowering:
                 ok = b.and_(ok, b.icmp_unsigned("<", r, I64(h)))
             with b.if_then(ok):
                 el = b.extract_element(x, b.trunc(e, I32)) if isinstance(x.type, ir.VectorType) else x
+                if el.type == I1:    # one byte per bool
+                    el, ptr = b.zext(el, I8), b.bitcast(ptr, I8.as_pointer(ptr.type.addrspace))
                 b.store(el, ptr)
 
     # -- 2D block IO ---------------------------------------------------------------------------------
