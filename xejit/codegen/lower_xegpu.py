@@ -752,8 +752,9 @@ class XeGPULowering:
         ptr = self.b.gep(buf, [I32(off)])
         if vt is None:
             return Lazy(buf, unit, off, t)
-        if vt.element == I1:   # bytes in the buffer
-            raw = self.b.load(self.b.bitcast(ptr, _vt(unit, vt.count).as_pointer()), typ=_vt(unit, vt.count))
+        if getattr(vt, "element", vt) == I1:   # bytes in the buffer
+            rt = _vt(unit, vt.count) if isinstance(vt, ir.VectorType) else unit
+            raw = self.b.load(self.b.bitcast(ptr, rt.as_pointer()), typ=rt)
             return self.b.icmp_unsigned("!=", raw, ir.Constant(raw.type, None))
         return self.b.load(ptr, typ=vt)
 
