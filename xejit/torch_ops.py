@@ -22,7 +22,7 @@ import torch
 
 from .errors import XejitError
 
-__all__ = ["matmul_op"]
+__all__ = ["matmul_op", "attention_op"]
 
 
 @torch.library.custom_op("xejit::matmul", mutates_args=())
@@ -92,3 +92,21 @@ def _sum_to(x: torch.Tensor, shape: torch.Size) -> torch.Tensor:
 
 
 matmul_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --- attention ----------------------------------------------------------------------------------
+
+@torch.library.custom_op("xejit::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                 scale: Optional[float] = None) -> torch.Tensor:
+    """``torch.ops.xejit.attention(q, k, v, causal, scale)``: FlashAttention in the DSL
+    (``xejit.attention``'s semantics: SDPA with top-left causal alignment and GQA)."""
+    from .attention import forward
+    return forward(q, k, v, causal, scale)[0]
+
+
+@attention_op.register_fake
+def _attention_fake(q, k, v, causal=False, scale=None):
+    from .attention import check_inputs
+    check_inputs(q, k, v, scale)
+    return q.new_empty(q.shape)
