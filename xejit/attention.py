@@ -168,7 +168,8 @@ def _transposed(x: Any) -> Any:
 
 def forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None,
             want_lse: bool = False) -> tuple[Any, Any]:
-    """(out [.., Sq, D] contiguous, lse [B*H, Sq] float32 in log2 units or None) for checked inputs."""
+    """(out [.., Sq, D] contiguous, lse or None) for checked inputs; lse (when ``want_lse``) is the
+    kernel's [Sq, >= B*H] float32 buffer of row log-sum-exps in log2 units, a column per head."""
     from .language import cdiv
     B, H, Hkv, Sq, Sk, D, dtype = check_inputs(q, k, v, scale)
     shape = tuple(q.shape)
@@ -179,11 +180,7 @@ def forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None,
             out.zero_()
         else:
             out[...] = 0
-        lse = None
-        if want_lse:
-            lse = _empty_like_kind(q, (B * H, Sq), "float32")
-            lse[...] = float("-inf")
-        return out, lse
+        return out, None
     BD = head_pad(D)
     q2 = _rows(q, (B, H, Sq, D))
     k2 = _rows(k, (B, Hkv, Sk, D))
@@ -198,11 +195,7 @@ def forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None,
     o4 = o4.permute(1, 2, 0, 3) if _is_torch(o4) else o4.transpose(1, 2, 0, 3)
     out = _empty_like_kind(q, shape, dtype)
     out[...] = o4.reshape(shape) if len(shape) == 4 else o4[0]
-    lse = None
-    if want_lse:
-        lse = lse2[:, :B * H].T
-        lse = lse.contiguous() if _is_torch(lse) else np.ascontiguousarray(lse)
-    return out, lse
+    return out, (lse2 if want_lse else None)
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | None = None,
@@ -236,3 +229,60 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
         return res
     out[...] = res
     return out
+
+
+# --- backward -----------------------------------------------------------------------------------
+
+def backward_configs(target: str | None = None) -> tuple[dict, dict, Any]:
+    """(dq kernel constexprs, dk/dv kernel constexprs, Config) for ``target``: the first forward
+    config of the target (not tuned); the dk/dv kernel swaps the roles of BM and BN."""
+    from .autotuner import current_target
+    from .kernels.attention import configs_for
+    c = configs_for(target or current_target())[0]
+    kw = c.kwargs
+    dq = dict(BM=kw["BM"], BN=kw["BN"], SG=kw["SG"], P_SLM=kw["P_SLM"])
+    dkdv = dict(BM=kw["BN"], BN=kw["BM"], SG=kw["SG"], P_SLM=kw["P_SLM"])
+    return dq, dkdv, c
+
+
+def backward(q: Any, k: Any, v: Any, out: Any, dout: Any, causal: bool, scale: float | None):
+    """(dq, dk, dv) of ``attention(q, k, v)`` for torch tensors: FlashAttention-2's scheme, P
+    recomputed from the row log-sum-exp (one more forward launch, which stores it), delta =
+    rowsum(dO * O) in torch, then the dq kernel (a program per query block) and the dk/dv kernel
+    (a program per key block, summing the G query heads of a key/value head)."""
+    import torch
+    from .kernels.attention import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel
+    from .language import cdiv
+    B, H, Hkv, Sq, Sk, D, dtype = check_inputs(q, k, v, scale)
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    if Sq == 0 or Sk == 0 or B * H == 0:
+        return dq, dk, dv
+    _, lse_c = forward(q, k, v, causal, scale, want_lse=True)
+    BD = head_pad(D)
+    BHp = lse_c.shape[1]
+    dout = dout.to(q.dtype)
+    delta = (dout.float() * out.float()).sum(-1).reshape(B * H, Sq)
+    delta_c = torch.zeros((Sq, BHp), dtype=torch.float32, device=q.device)
+    delta_c[:, :B * H] = delta.t()
+    lse_r = lse_c[:, :B * H].t().contiguous()
+    delta_r = delta.contiguous()
+    q2, do2 = _rows(q, (B, H, Sq, D)), _rows(dout, (B, H, Sq, D))
+    k2, v2 = _rows(k, (B, Hkv, Sk, D)), _rows(v, (B, Hkv, Sk, D))
+    dq2 = torch.empty((Sq, B * H * BD), dtype=q.dtype, device=q.device)
+    dk2 = torch.empty((Sk, B * Hkv * BD), dtype=q.dtype, device=q.device)
+    dv2 = torch.empty((Sk, B * Hkv * BD), dtype=q.dtype, device=q.device)
+    cq, ckv, c = backward_configs()
+    opts = dict(num_subgroups=c.num_subgroups, num_stages=c.num_stages, grf_mode=c.grf_mode)
+    qk_scale = scale * 1.4426950408889634
+    attn_bwd_dq_kernel[(cdiv(Sq, cq["BM"]), B * H)](
+        q2, k2.t(), k2, v2.t(), do2, lse_c, delta_c, dq2, Sq, Sk, H, H // Hkv, qk_scale, scale,
+        BD=BD, CAUSAL=bool(causal), **cq, **opts)
+    attn_bwd_dkdv_kernel[(cdiv(Sk, ckv["BN"]), B * Hkv)](
+        q2, q2.t(), k2, v2, do2, do2.t(), lse_r, delta_r, dk2, dv2, Sq, Sk, H, H // Hkv, qk_scale, scale,
+        BD=BD, CAUSAL=bool(causal), **ckv, **opts)
+
+    def back(x2, S, heads, like):
+        x4 = x2.reshape(S, B, heads, BD)[..., :D].permute(1, 2, 0, 3)
+        return x4.reshape(like.shape).contiguous() if like.dim() == 4 else x4[0].contiguous()
+    return back(dq2, Sq, H, q), back(dk2, Sk, Hkv, k), back(dv2, Sk, Hkv, v)

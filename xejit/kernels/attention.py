@@ -85,11 +85,12 @@ _XE_CONFIGS = [
     _c(16, 16, 2, 2, "256"),     # short query blocks (decode)
 ]
 
-# Xe-HPG (Arc A / Flex): N=8 DPAS, no large register file.
+# Xe-HPG (Arc A / Flex): N=8 DPAS, K=16 for 16-bit types (so BN >= 16), no large register file
+# (4 KB per thread): a K and a V block of D=64 alone fill it; 4 query rows per subgroup spill
+# 6.8 KB (fp16, D=64), 8 rows 11.9 KB (Intel's compiler). Correct, not fast.
 _DG2_CONFIGS = [
-    _c(32, 16, 4, 2),
-    _c(16, 16, 2, 2),
-    _c(8, 8, 1, 2),
+    _c(16, 16, 4, 2),
+    _c(8, 16, 2, 2),
 ]
 
 # The OpenCL CPU device: no DPAS (FMAs with subgroup shuffles, fully unrolled), so small tiles:
@@ -108,3 +109,105 @@ CONFIGS: dict[str, list[Config]] = {
 def configs_for(target: str) -> list[Config]:
     """The candidate configs of ``target`` (the generic space for unknown targets)."""
     return list(CONFIGS.get(target, _GENERIC_CONFIGS))
+
+
+# --- backward (FlashAttention-2: recompute P from the saved row log-sum-exp) -------------------
+#
+# Layouts: q, do [B*H*Sq, D] and k, v [B*Hkv*Sk, D] row-major (heads stacked along the rows), and
+# their transposed views qt, dot [D, B*H*Sq], kt, vt [D, B*Hkv*Sk] (column-major, no copies);
+# lse (log2 units, as the forward stores it) and delta = rowsum(dO * O): [Sq, B*H] (a column per
+# head, read as [BM, 1]) for dq, and [B*H, Sq] (a row per head, read as [1, BM]) for dk/dv;
+# dq [Sq, B*H*BD], dk and dv [Sk, B*Hkv*BD] (column blocks: exact row bounds per head).
+
+
+@xejit.kernel
+def attn_bwd_dq_kernel(q, kt, k, vt, do, lse, delta, dq, Sq, Sk, H, G, qk_scale, sm_scale,
+                       BM: xl.constexpr, BN: xl.constexpr, BD: xl.constexpr,
+                       CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False):
+    """dq = scale * sum_j dS_ij k_j with dS = P * (dO V^T - delta); one program per BM query rows."""
+    m = xl.program_id(0) * BM
+    bh = xl.program_id(1)
+    kvh = (bh // H) * (H // G) + (bh % H) // G
+    qv = xl.load_tile(xl.init_tile(q, [bh * Sq + m, 0], [BM, BD]))
+    dov = xl.load_tile(xl.init_tile(do, [bh * Sq + m, 0], [BM, BD]))
+    l_i = xl.load_tile(xl.init_tile(lse, [m, bh], [BM, 1]))
+    d_i = xl.load_tile(xl.init_tile(delta, [m, bh], [BM, 1]))
+    tkt = xl.init_tile(kt, [0, kvh * Sk], [BD, BN])
+    tvt = xl.init_tile(vt, [0, kvh * Sk], [BD, BN])
+    tk = xl.init_tile(k, [kvh * Sk, 0], [BN, BD])
+    acc = xl.zeros([BM, BD], xl.float32)
+    rows = xl.arange(0, BM, axis=0) + m
+    n_end = Sk
+    if CAUSAL:
+        n_end = xl.minimum(Sk, m + BM)
+    for n in range(0, n_end, BN):
+        s = xl.tile_mma(qv, xl.load_tile(tkt), wg_map=xl.wg_map([SG, 1], [BM // SG, BN])) * qk_scale
+        cols = xl.arange(0, BN, axis=1) + n
+        if CAUSAL:
+            s = xl.where((cols < Sk) & (cols <= rows), s, float("-inf"))
+        else:
+            s = xl.where(cols < Sk, s, float("-inf"))
+        p = xl.exp2(s - l_i)
+        dp = xl.tile_mma(dov, xl.load_tile(tvt), wg_map=xl.wg_map([SG, 1], [BM // SG, BN]))
+        ds = (p * (dp - d_i)).to(q.dtype)
+        if P_SLM:
+            ds = xl.convert_layout(ds, xl.wg_map([SG, 1], [BM // SG, BN]))
+        acc = xl.tile_mma(ds, xl.load_tile(tk), acc, wg_map=xl.wg_map([SG, 1], [BM // SG, BD]))
+        tkt = xl.update_tile_offset(tkt, 0, BN)
+        tvt = xl.update_tile_offset(tvt, 0, BN)
+        tk = xl.update_tile_offset(tk, BN, 0)
+    xl.store_tile(xl.init_tile(dq, [m, bh * BD], [BM, BD]), (acc * sm_scale).to(dq.dtype))
+
+
+@xejit.kernel
+def attn_bwd_dkdv_kernel(q, qt, k, v, do, dot, lse_r, delta_r, dk, dv, Sq, Sk, H, G, qk_scale, sm_scale,
+                         BM: xl.constexpr, BN: xl.constexpr, BD: xl.constexpr,
+                         CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False):
+    """dv_j = sum_i P_ij^T dO_i, dk_j = scale * sum_i dS_ij^T q_i over the G query heads of a
+    key/value head, computed transposed (S^T = K Q^T) so that no tile is transposed; one program
+    per BN keys. Here BN is the key block (rows) and BM the query block (columns)."""
+    n = xl.program_id(0) * BN
+    kvh = xl.program_id(1)                           # b * Hkv + j
+    Hkv = H // G
+    bh0 = (kvh // Hkv) * H + (kvh % Hkv) * G         # first query head of this key/value head
+    kv_ = xl.load_tile(xl.init_tile(k, [kvh * Sk + n, 0], [BN, BD]))
+    vv = xl.load_tile(xl.init_tile(v, [kvh * Sk + n, 0], [BN, BD]))
+    dk_acc = xl.zeros([BN, BD], xl.float32)
+    dv_acc = xl.zeros([BN, BD], xl.float32)
+    keys = xl.arange(0, BN, axis=0) + n              # [BN, 1]
+    m_start = 0
+    if CAUSAL:
+        m_start = (n // BM) * BM
+    for g in range(0, G):
+        bh = bh0 + g
+        tqt = xl.init_tile(qt, [0, bh * Sq + m_start], [BD, BM])
+        tq = xl.init_tile(q, [bh * Sq + m_start, 0], [BM, BD])
+        tdot = xl.init_tile(dot, [0, bh * Sq + m_start], [BD, BM])
+        tdo = xl.init_tile(do, [bh * Sq + m_start, 0], [BM, BD])
+        tl = xl.init_tile(lse_r, [bh, m_start], [1, BM])
+        td = xl.init_tile(delta_r, [bh, m_start], [1, BM])
+        for m in range(m_start, Sq, BM):
+            st = xl.tile_mma(kv_, xl.load_tile(tqt), wg_map=xl.wg_map([SG, 1], [BN // SG, BM])) * qk_scale
+            qpos = xl.arange(0, BM, axis=1) + m      # [1, BM]
+            if CAUSAL:
+                keep = (qpos < Sq) & (keys <= qpos)
+            else:
+                keep = (qpos < Sq) & (keys >= 0)
+            pt = xl.where(keep, xl.exp2(st - xl.load_tile(tl)), 0.0)
+            ptv = pt.to(q.dtype)
+            if P_SLM:
+                ptv = xl.convert_layout(ptv, xl.wg_map([SG, 1], [BN // SG, BM]))
+            dv_acc = xl.tile_mma(ptv, xl.load_tile(tdo), dv_acc, wg_map=xl.wg_map([SG, 1], [BN // SG, BD]))
+            dpt = xl.tile_mma(vv, xl.load_tile(tdot), wg_map=xl.wg_map([SG, 1], [BN // SG, BM]))
+            dst = (pt * (dpt - xl.load_tile(td))).to(q.dtype)
+            if P_SLM:
+                dst = xl.convert_layout(dst, xl.wg_map([SG, 1], [BN // SG, BM]))
+            dk_acc = xl.tile_mma(dst, xl.load_tile(tq), dk_acc, wg_map=xl.wg_map([SG, 1], [BN // SG, BD]))
+            tqt = xl.update_tile_offset(tqt, 0, BM)
+            tq = xl.update_tile_offset(tq, BM, 0)
+            tdot = xl.update_tile_offset(tdot, 0, BM)
+            tdo = xl.update_tile_offset(tdo, BM, 0)
+            tl = xl.update_tile_offset(tl, 0, BM)
+            td = xl.update_tile_offset(td, 0, BM)
+    xl.store_tile(xl.init_tile(dk, [n, kvh * BD], [BN, BD]), (dk_acc * sm_scale).to(dk.dtype))
+    xl.store_tile(xl.init_tile(dv, [n, kvh * BD], [BN, BD]), dv_acc.to(dv.dtype))
