@@ -68,8 +68,7 @@ def main() -> None:
     err = np.abs(out - ref).max() / np.abs(ref).max()
     print(f"causal attention, {heads} heads x {S} x {D} f32, relative error vs numpy float64: {err:.2e}")
     assert err < 1e-5
-    lib = xejit.attention(q, k, v, causal=True)             # the library version, same result
-    print(f"xejit.attention relative error: {np.abs(lib - ref).max() / np.abs(ref).max():.2e}")
+    # the library version: xejit.attention(q, k, v, causal=True) (autotuned; torch autograd too)
 
 
 if __name__ == "__main__":
