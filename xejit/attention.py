@@ -71,9 +71,17 @@ def tune_limit() -> int | None:
         raise XejitValueError(f"XEJIT_ATTENTION_TUNE must be 'all' or a number of configs, got {v!r}") from None
 
 
-def _first_configs(configs, named, **kwargs):
+def _prune(configs, named, **kwargs):
+    """Query blocks far taller than the queries are dropped (decode, ``Sq = 1``, keeps the 1-row
+    config where the target has one), 1-row blocks for longer queries too; then the first
+    ``XEJIT_ATTENTION_TUNE`` configs are kept (all by default)."""
+    sq = int(named["Sq"])
+    cap = 1 << max(sq - 1, 0).bit_length()
+    smallest = min(c.kwargs["BM"] for c in configs)
+    keep = [c for c in configs if c.kwargs["BM"] <= max(cap, smallest) and (c.kwargs["BM"] > 1 or sq <= 2)]
+    keep = keep or [min(configs, key=lambda c: c.kwargs["BM"])]
     n = tune_limit()
-    return configs if n is None else configs[:max(n, 1)]
+    return keep if n is None else keep[:max(n, 1)]
 
 
 def attention_tuner(target: str | None = None):
@@ -87,7 +95,7 @@ def attention_tuner(target: str | None = None):
         warmup = float(os.environ.get("XEJIT_ATTENTION_TUNE_WARMUP_MS", 10))
         rep = float(os.environ.get("XEJIT_ATTENTION_TUNE_REP_MS", 40))
         tuner = autotune(configs_for(target), key=["Sq", "Sk"], warmup=warmup, rep=rep,
-                         prune_configs_by={"early_config_prune": _first_configs},
+                         prune_configs_by={"early_config_prune": _prune},
                          restore_value=["o", "lse"])(attn_fwd_kernel)
         _TUNERS[(target, limit)] = tuner
     return tuner

@@ -98,6 +98,7 @@ _DG2_CONFIGS = [
 _GENERIC_CONFIGS = [
     Config({"BM": 4, "BN": 16, "SG": 1, "P_SLM": False}, num_subgroups=1, num_stages=1),
     Config({"BM": 8, "BN": 16, "SG": 1, "P_SLM": False}, num_subgroups=1, num_stages=1),
+    Config({"BM": 1, "BN": 16, "SG": 1, "P_SLM": False}, num_subgroups=1, num_stages=1),   # decode
 ]
 
 CONFIGS: dict[str, list[Config]] = {
