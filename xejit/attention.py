@@ -202,7 +202,7 @@ def forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None,
     o4 = o2.reshape(Sq, B, H, BD)[..., :D]
     o4 = o4.permute(1, 2, 0, 3) if _is_torch(o4) else o4.transpose(1, 2, 0, 3)
     out = _empty_like_kind(q, shape, dtype)
-    out[...] = o4.reshape(shape) if len(shape) == 4 else o4[0]
+    out[...] = o4 if len(shape) == 4 else o4[0]
     return out, (lse2 if want_lse else None)
 
 

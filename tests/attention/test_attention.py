@@ -137,3 +137,15 @@ def test_bad_types():
         ro = np.empty_like(q)
         ro.flags.writeable = False
         xejit.attention(q, q, q, out=ro)
+
+
+def test_usm_arrays():
+    """numpy views of USM shared memory (xejit.runtime.usm) in and out; the first core case's
+    specialization (float32, D=64, causal)."""
+    from xejit.runtime import usm
+    q_np, k_np, v_np = _inputs("float32", "numpy", 2, 4, 2, 37, 45, 64)
+    q, k, v = usm.asarray(q_np), usm.asarray(k_np), usm.asarray(v_np)
+    out = usm.empty(q.shape, np.float32)
+    out[...] = np.nan
+    assert xejit.attention(q, k, v, causal=True, out=out) is out
+    check(out, reference(q_np, k_np, v_np, True), "float32")
