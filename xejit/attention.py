@@ -198,7 +198,7 @@ def forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None,
     tuner = attention_tuner()
     tuner[lambda meta: (cdiv(Sq, meta["BM"]), B * H)](
         q2, _transposed(k2), v2, o2, lse2, Sq, Sk, H, H // Hkv, scale * 1.4426950408889634,
-        BD=BD, CAUSAL=bool(causal), STORE_LSE=bool(want_lse))
+        BD=BD, CAUSAL=bool(causal), STORE_LSE=bool(want_lse), TRIM=Sq <= Sk)
     o4 = o2.reshape(Sq, B, H, BD)[..., :D]
     o4 = o4.permute(1, 2, 0, 3) if _is_torch(o4) else o4.transpose(1, 2, 0, 3)
     out = _empty_like_kind(q, shape, dtype)
@@ -285,7 +285,7 @@ def backward(q: Any, k: Any, v: Any, out: Any, dout: Any, causal: bool, scale: f
     qk_scale = scale * 1.4426950408889634
     attn_bwd_dq_kernel[(cdiv(Sq, cq["BM"]), B * H)](
         q2, k2.t(), k2, v2.t(), do2, lse_c, delta_c, dq2, Sq, Sk, H, H // Hkv, qk_scale, scale,
-        BD=BD, CAUSAL=bool(causal), **cq, **opts)
+        BD=BD, CAUSAL=bool(causal), TRIM=Sq <= Sk, **cq, **opts)
     attn_bwd_dkdv_kernel[(cdiv(Sk, ckv["BN"]), B * Hkv)](
         q2, q2.t(), k2, v2, do2, do2.t(), lse_r, delta_r, dk2, dv2, Sq, Sk, H, H // Hkv, qk_scale, scale,
         BD=BD, CAUSAL=bool(causal), **ckv, **opts)

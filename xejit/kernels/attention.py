@@ -17,7 +17,7 @@ store. ``D`` is the head dim, ``BD`` it rounded up to the DPAS granule (padding 
 
 The softmax is online (running row max ``m_i`` and sum ``l_i``, base 2: ``qk_scale`` is
 ``scale * log2(e)``); ``CAUSAL`` masks key ``j > i`` (torch's top-left alignment of ``is_causal``)
-and ends the key loop at the diagonal.
+and, with ``TRIM`` (set by the host when ``Sq <= Sk``), ends the key loop at the diagonal.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ LOG2E = 1.4426950408889634
 def attn_fwd_kernel(q, kt, v, o, lse, Sq, Sk, H, G, qk_scale,
                     BM: xl.constexpr, BN: xl.constexpr, BD: xl.constexpr,
                     CAUSAL: xl.constexpr = False, STORE_LSE: xl.constexpr = True,
-                    SG: xl.constexpr = 1, P_SLM: xl.constexpr = False):
+                    SG: xl.constexpr = 1, P_SLM: xl.constexpr = False, TRIM: xl.constexpr = True):
     m = xl.program_id(0) * BM
     bh = xl.program_id(1)
     kvh = (bh // H) * (H // G) + (bh % H) // G       # b * Hkv + h // G
@@ -44,8 +44,11 @@ def attn_fwd_kernel(q, kt, v, o, lse, Sq, Sk, H, G, qk_scale,
     acc = xl.zeros([BM, BD], xl.float32)
     rows = xl.arange(0, BM, axis=0) + m               # [BM, 1] query positions
     n_end = Sk
-    if CAUSAL:
-        n_end = xl.minimum(Sk, m + BM)
+    if CAUSAL and TRIM:
+        # keys past the diagonal are all masked: stop there. Not xl.minimum(Sk, m + BM): a loop
+        # bound through min/max makes the CPU device's code 5-10x slower (measured, fp32 D=64);
+        # the blocks past Sk that m + BM may add are masked (the host sets TRIM when Sq <= Sk)
+        n_end = m + BM
     for n in range(0, n_end, BN):
         s = xl.tile_mma(qv, xl.load_tile(tk), wg_map=xl.wg_map([SG, 1], [BM // SG, BN])) * qk_scale
         cols = xl.arange(0, BN, axis=1) + n                       # [1, BN] key positions
@@ -124,7 +127,8 @@ def configs_for(target: str) -> list[Config]:
 @xejit.kernel
 def attn_bwd_dq_kernel(q, kt, k, vt, do, lse, delta, dq, Sq, Sk, H, G, qk_scale, sm_scale,
                        BM: xl.constexpr, BN: xl.constexpr, BD: xl.constexpr,
-                       CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False):
+                       CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False,
+                       TRIM: xl.constexpr = True):
     """dq = scale * sum_j dS_ij k_j with dS = P * (dO V^T - delta); one program per BM query rows."""
     m = xl.program_id(0) * BM
     bh = xl.program_id(1)
@@ -139,8 +143,8 @@ def attn_bwd_dq_kernel(q, kt, k, vt, do, lse, delta, dq, Sq, Sk, H, G, qk_scale,
     acc = xl.zeros([BM, BD], xl.float32)
     rows = xl.arange(0, BM, axis=0) + m
     n_end = Sk
-    if CAUSAL:
-        n_end = xl.minimum(Sk, m + BM)
+    if CAUSAL and TRIM:   # as in the forward: no min/max in a loop bound
+        n_end = m + BM
     for n in range(0, n_end, BN):
         s = xl.tile_mma(qv, xl.load_tile(tkt), wg_map=xl.wg_map([SG, 1], [BM // SG, BN])) * qk_scale
         cols = xl.arange(0, BN, axis=1) + n
@@ -163,7 +167,8 @@ def attn_bwd_dq_kernel(q, kt, k, vt, do, lse, delta, dq, Sq, Sk, H, G, qk_scale,
 @xejit.kernel
 def attn_bwd_dkdv_kernel(q, qt, k, v, do, dot, lse_r, delta_r, dk, dv, Sq, Sk, H, G, qk_scale, sm_scale,
                          BM: xl.constexpr, BN: xl.constexpr, BD: xl.constexpr,
-                         CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False):
+                         CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False,
+                       TRIM: xl.constexpr = True):
     """dv_j = sum_i P_ij^T dO_i, dk_j = scale * sum_i dS_ij^T q_i over the G query heads of a
     key/value head, computed transposed (S^T = K Q^T) so that no tile is transposed; one program
     per BN keys. Here BN is the key block (rows) and BM the query block (columns)."""
