@@ -167,8 +167,7 @@ def attn_bwd_dq_kernel(q, kt, k, vt, do, lse, delta, dq, Sq, Sk, H, G, qk_scale,
 @xejit.kernel
 def attn_bwd_dkdv_kernel(q, qt, k, v, do, dot, lse_r, delta_r, dk, dv, Sq, Sk, H, G, qk_scale, sm_scale,
                          BM: xl.constexpr, BN: xl.constexpr, BD: xl.constexpr,
-                         CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False,
-                       TRIM: xl.constexpr = True):
+                         CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False):
     """dv_j = sum_i P_ij^T dO_i, dk_j = scale * sum_i dS_ij^T q_i over the G query heads of a
     key/value head, computed transposed (S^T = K Q^T) so that no tile is transposed; one program
     per BN keys. Here BN is the key block (rows) and BM the query block (columns)."""
