@@ -90,7 +90,7 @@ _XE_CONFIGS = [
 
 # Xe-HPG (Arc A / Flex): N=8 DPAS, K=16 for 16-bit types (so BN >= 16), no large register file
 # (4 KB per thread): a K and a V block of D=64 alone fill it; 4 query rows per subgroup spill
-# 6.8 KB (fp16, D=64), 8 rows 11.9 KB (Intel's compiler). Correct, not fast.
+# 7.0 KB (fp16, D=64), 8 rows 11.9 KB (Intel's compiler). Correct, not fast.
 _DG2_CONFIGS = [
     _c(16, 16, 4, 2),
     _c(8, 16, 2, 2),
