@@ -9,6 +9,7 @@ from .jit import Kernel, kernel  # noqa: E402
 from .language import cdiv, inline  # noqa: E402
 from .autotuner import Autotuner, Config, autotune  # noqa: E402
 from .matmul import MatmulError, matmul  # noqa: E402
+from .attention import AttentionError, attention  # noqa: E402
 
 import sys as _sys  # noqa: E402
 

@@ -22,7 +22,7 @@ import torch
 
 from .errors import XejitError
 
-__all__ = ["matmul_op"]
+__all__ = ["matmul_op", "attention_op"]
 
 
 def _matmul_impl(a, b, bias=None, activation=None):
@@ -102,3 +102,50 @@ def _sum_to(x: torch.Tensor, shape: torch.Size) -> torch.Tensor:
 
 
 matmul_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+# --- attention ----------------------------------------------------------------------------------
+
+@torch.library.custom_op("xejit::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                 scale: Optional[float] = None) -> torch.Tensor:
+    """``torch.ops.xejit.attention(q, k, v, causal, scale)``: FlashAttention in the DSL
+    (``xejit.attention``'s semantics: SDPA with top-left causal alignment and GQA)."""
+    from .attention import forward
+    return forward(q, k, v, causal, scale)[0]
+
+
+@attention_op.register_fake
+def _attention_fake(q, k, v, causal=False, scale=None):
+    from .attention import check_inputs
+    check_inputs(q, k, v, scale)
+    return q.new_empty(q.shape)
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, causal, scale = inputs
+    ctx.causal, ctx.scale = causal, scale
+    ctx.save_for_backward(q, k, v, output)
+
+
+def _attention_backward(ctx, grad):
+    q, k, v, out = ctx.saved_tensors
+    dq, dk, dv = torch.ops.xejit.attention_backward(q, k, v, out, grad, ctx.causal, ctx.scale)
+    return dq, dk, dv, None, None
+
+
+@torch.library.custom_op("xejit::attention_backward", mutates_args=())
+def attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                          grad: torch.Tensor, causal: bool = False,
+                          scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) by the DSL backward kernels (FlashAttention-2 recompute)."""
+    from .attention import backward
+    return backward(q, k, v, out, grad, causal, scale)
+
+
+@attention_backward_op.register_fake
+def _attention_backward_fake(q, k, v, out, grad, causal=False, scale=None):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+attention_op.register_autograd(_attention_backward, setup_context=_attention_setup)

@@ -405,7 +405,8 @@ class _Distributor:
     def op_xetile_convert_layout(self, op: Operation, b: Builder) -> None:
         src = op.operands[0]
         ds, dr = self.d(src), self.d(op.result)
-        if (ds.nb, ds.data) == (dr.nb, dr.data) and (_key(ds.layout) == _key(dr.layout) or self.n == 1):
+        if ((ds.nb, ds.data) == (dr.nb, dr.data) and (_key(ds.layout) == _key(dr.layout) or self.n == 1)
+                and not _feeds_mma_from_registers(op)):
             self.vmap[id(op.result)] = self.m(src)
             return
         buf = self.slm_buffer(src.type.shape, src.type.dtype, op)
@@ -417,6 +418,16 @@ class _Distributor:
             v.name_hint = op.result.name_hint
             vals.append(v)
         self.vmap[id(op.result)] = vals
+
+
+def _feeds_mma_from_registers(op: Operation) -> bool:
+    """A convert_layout of a computed value (not a load) whose result is a tile_mma A/B operand
+    always goes through SLM, even to the same layout: on DPAS targets that read is what blocks
+    and packs the operand for the DPAS (e.g. FlashAttention's probabilities P in P @ V)."""
+    src = getattr(op.operands[0], "op", None)
+    if src is not None and src.name in ("xetile.load_tile", "gpu.slm_load"):
+        return False
+    return any(user.name == "xetile.tile_mma" and i < 2 for user, i in op.result.uses)
 
 
 def distribute_to_subgroups(fn: Function) -> Function:
