@@ -53,3 +53,14 @@ def check(out, ref, kind: str, scale_by_max: bool = False) -> None:
     else:
         err = (np.abs(got - ref) / np.maximum(np.abs(ref), 1e-6)).max()
     assert err <= tol, f"relative error {err:.3g} > {tol}"
+
+
+def use_mode(monkeypatch, mode: str) -> None:
+    """Run the next launches in ``mode``: ``interpret`` (numpy), ``generic`` (the CPU device) or a
+    GPU target's name (that code path, emulated on the CPU device)."""
+    monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
+    monkeypatch.delenv("XEJIT_EMULATE", raising=False)
+    if mode == "interpret":
+        monkeypatch.setenv("XEJIT_INTERPRET", "1")
+    elif mode != "generic":
+        monkeypatch.setenv("XEJIT_EMULATE", mode)

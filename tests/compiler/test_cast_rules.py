@@ -5,6 +5,7 @@ import pytest
 
 import xejit
 import xejit.language as xl
+from tests.compiler.helpers import use_mode
 
 SPECIAL = [-1e10, -129.7, -128.5, -3.7, -0.5, 0.0, 0.5, 2.9, 127.9, 128.0, 255.9, 300.0, 1e10,
            np.nan, np.inf, -np.inf]
@@ -31,11 +32,7 @@ def _rule(x, dt):
 
 @pytest.mark.parametrize("mode", ["interpret", "generic", "pvc", "dg2"])
 def test_float_to_int_saturates_on_every_target(mode, monkeypatch):
-    monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
-    if mode == "interpret":
-        monkeypatch.setenv("XEJIT_INTERPRET", "1")
-    elif mode != "generic":
-        monkeypatch.setenv("XEJIT_EMULATE", mode)
+    use_mode(monkeypatch, mode)
     BN = 16
     x = np.array(SPECIAL, np.float32).reshape(1, BN)
     outs = [np.full((1, BN), 99, dt) for dt in (np.int8, np.uint8, np.int32, np.int32)]
@@ -57,11 +54,7 @@ def to_bool(x, k, y, z, BN: xl.constexpr):
 
 @pytest.mark.parametrize("mode", ["interpret", "generic", "pvc"])
 def test_to_bool_is_not_zero(mode, monkeypatch):
-    monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
-    if mode == "interpret":
-        monkeypatch.setenv("XEJIT_INTERPRET", "1")
-    elif mode != "generic":
-        monkeypatch.setenv("XEJIT_EMULATE", mode)
+    use_mode(monkeypatch, mode)
     BN = 16
     x = np.array(SPECIAL, np.float32).reshape(1, BN)
     k = np.array([0, 1, 2, -1, 4, 256, -256, 3, 0, 8, 16, 5, 0, 7, 9, 2**30], np.int32).reshape(1, BN)

@@ -5,6 +5,7 @@ import pytest
 
 import xejit
 import xejit.language as xl
+from tests.compiler.helpers import use_mode
 
 
 @xejit.kernel
@@ -17,11 +18,7 @@ def divmod_kernel(a, b, q, r, BN: xl.constexpr):
 
 @pytest.mark.parametrize("mode", ["interpret", "generic", "pvc", "dg2"])
 def test_division_by_zero_and_overflow(mode, monkeypatch):
-    monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
-    if mode == "interpret":
-        monkeypatch.setenv("XEJIT_INTERPRET", "1")
-    elif mode != "generic":
-        monkeypatch.setenv("XEJIT_EMULATE", mode)
+    use_mode(monkeypatch, mode)
     lo = np.iinfo(np.int32).min
     a = np.array([7, -7, 7, -7, 5, -5, 0, lo, lo, 9, -9, 100, 3, -3, 13, 2**31 - 1], np.int32).reshape(1, 16)
     b = np.array([2, 2, -2, -2, 0, 0, 0, -1, 1, 4, 4, 7, 3, 3, -5, -1], np.int32).reshape(1, 16)
