@@ -1,5 +1,6 @@
 """Command line: ``python -m xejit info`` lists devices, their targets, what their drivers accept
-and Intel's GPU compiler; ``python -m xejit toolchain install`` installs that compiler."""
+and Intel's GPU compiler; ``python -m xejit toolchain install`` installs that compiler;
+``python -m xejit opt --passes layout,wg-to-sg file.mlir`` runs passes on IR text."""
 from __future__ import annotations
 
 import argparse
@@ -63,6 +64,34 @@ def toolchain(args) -> int:
     return 0
 
 
+def opt(args) -> int:
+    """Parse IR text, run the named passes, print the result (``mlir-opt`` for xejit's IR)."""
+    from .codegen.passes.registry import PASSES, PassOptions, run_passes
+    from .errors import XejitError
+    from .ir.parser import parse_module
+    from .ir.printer import print_function
+
+    if args.list:
+        for p in PASSES.values():
+            print(f"{p.name:<18} {p.summary}")
+        return 0
+    if args.file in (None, "-"):
+        text = sys.stdin.read()
+    else:
+        with open(args.file) as fh:
+            text = fh.read()
+    names = [n for n in (args.passes or "").split(",") if n]
+    try:
+        mod = parse_module(text)
+        options = PassOptions(target=args.target, num_stages=args.num_stages)
+        out = [print_function(run_passes(fn, names, options)) for fn in mod.functions]
+    except XejitError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print("\n\n".join(out))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m xejit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -70,7 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     tp = sub.add_parser("toolchain", help="Intel's GPU compiler (ocloc): install it, or show which is used")
     tp.add_argument("action", choices=("install", "show"))
     tp.add_argument("--force", action="store_true", help="reinstall even when one is found")
+    op = sub.add_parser("opt", help="run compiler passes on IR text (for text tests, like mlir-opt)")
+    op.add_argument("file", nargs="?", help="IR text (default: stdin)")
+    op.add_argument("--passes", default="", help="comma-separated pass names, in order (see --list)")
+    op.add_argument("--target", default="pvc", help="target of target-dependent passes (default pvc)")
+    op.add_argument("--num-stages", type=int, default=3, help="pipelining depth (default 3)")
+    op.add_argument("--list", action="store_true", help="list the passes and exit")
     args = parser.parse_args(argv)
+    if args.command == "opt":
+        return opt(args)
     if args.command == "info":
         status = info()
         toolchain_info()
