@@ -9,7 +9,7 @@ import sys
 
 def info(out=sys.stdout) -> int:
     from .codegen import probes
-    from .codegen.errors import XejitError
+    from .errors import XejitError
     from .runtime import _icd, build_program, default_device, devices
 
     found = devices()
@@ -51,7 +51,7 @@ def toolchain_info(out=sys.stdout) -> None:
 
 
 def toolchain(args) -> int:
-    from .codegen.errors import XejitError
+    from .errors import XejitError
     from .toolchain import install
 
     if args.action == "install":

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .codegen.compiler import compile_kernel
-from .codegen.errors import ArgumentError
+from .errors import ArgumentError
 from .errors import XejitValueError
 from .ir.core import Module
 
@@ -192,7 +192,7 @@ def launch_queue(args: list, names: list[str], where: str):
     queue's device and context: a host array (numpy, a torch CPU tensor) beside a device array is a
     mixed-device error unless it is USM memory of the same context (``xejit.runtime.usm``); an
     array on another device or context is an error naming it."""
-    from .codegen.errors import ArgumentValueError
+    from .errors import ArgumentValueError
     from .runtime.device import default_device, device_for_queue
     from .runtime.usm_array import UsmArray
     first = next((i for i, a in enumerate(args) if isinstance(a, UsmArray)), None)

@@ -476,7 +476,7 @@ class Kernel:
         grid = launch_grid(grid, self.fn.__name__)
         for i in self._written_positions(mod):
             if _is_read_only(runtime_values[i]):
-                from .codegen.errors import ArgumentValueError
+                from .errors import ArgumentValueError
                 name = mod.functions[0].arg_names[i]
                 raise ArgumentValueError(f"{self.fn.__name__}: argument {name!r} is read-only but the kernel "
                                          f"writes it; pass a writeable array (e.g. a copy)")
@@ -497,7 +497,7 @@ def launch_grid(grid: Any, name: str) -> tuple[int, ...]:
     truncated) and non-negative (ValueError); a zero size launches nothing."""
     if type(grid) is tuple and 1 <= len(grid) <= 3 and all(type(g) is int and g >= 0 for g in grid):
         return grid   # the common case, checked without conversions
-    from .codegen.errors import ArgumentError, ArgumentValueError
+    from .errors import ArgumentError, ArgumentValueError
 
     sizes = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
     if not 1 <= len(sizes) <= 3:

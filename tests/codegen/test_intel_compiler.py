@@ -150,7 +150,7 @@ def test_other_gpu_targets_build(target):
 def test_rejected_module_is_an_error_with_a_rerun_command():
     # a pvc module (2D block IO) built for dg2, which has no 2D block IO: Intel's compiler rejects it
     spv = matmul.compile(*_gemm_args(F16, 256, 256, 256), target="pvc", BM=32, BN=32, BK=32).spv
-    from xejit.codegen.errors import ToolError
+    from xejit.errors import ToolError
     with pytest.raises(ToolError, match="(?s)could not build.*rerun: .*-device acm-g10"):
         compile_spirv(spv, "dg2")
 

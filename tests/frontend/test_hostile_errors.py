@@ -11,7 +11,7 @@ import pytest
 
 import xejit
 import xejit.language as xl
-from xejit.codegen.errors import ArgumentError, ArgumentValueError, LaunchError
+from xejit.errors import ArgumentError, ArgumentValueError, LaunchError
 from xejit.codegen.passes import CompilerError
 from xejit.errors import CompilationError, XejitError, XejitTypeError, XejitValueError
 from xejit.ir.core import VerifyError

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from xejit.codegen.errors import DeviceError
+from xejit.errors import DeviceError
 from xejit.runtime import default_device, detect_target, devices, get_device
 
 

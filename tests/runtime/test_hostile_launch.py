@@ -6,7 +6,7 @@ import pytest
 
 import xejit
 import xejit.language as xl
-from xejit.codegen.errors import ArgumentError, ArgumentValueError
+from xejit.errors import ArgumentError, ArgumentValueError
 from xejit.errors import XejitError
 
 BN = 16

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from xejit.codegen.errors import ArgumentError, LaunchError, XejitError
+from xejit.errors import ArgumentError, LaunchError, XejitError
 from xejit.runtime import build_program, usm
 
 from . import kernels

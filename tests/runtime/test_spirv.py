@@ -1,7 +1,7 @@
 import pytest
 
 from xejit.codegen import builtins as bi
-from xejit.codegen.errors import SpirvValidationError, ToolError, XejitError
+from xejit.errors import SpirvValidationError, ToolError, XejitError
 from xejit.codegen.spirv import disassemble, required_extensions, to_spirv, validate
 from xejit.runtime import build_program
 

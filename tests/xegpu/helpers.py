@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from xejit.codegen.errors import SpirvValidationError
+from xejit.errors import SpirvValidationError
 from xejit.codegen.spirv import to_spirv, validate
 from xejit.device_launch import expand_args   # the ABI expansion kernel[grid] uses
 from xejit.ir import Buffer, Interpreter

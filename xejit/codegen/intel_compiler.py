@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import isa
-from .errors import ToolError
+from ..errors import ToolError
 from .targets import Target, get_target
 
 __all__ = ["Toolchain", "DeviceBinary", "ToolchainMissingError", "find_toolchain", "require_toolchain",

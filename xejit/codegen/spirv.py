@@ -27,7 +27,7 @@ from typing import Union
 
 from llvmlite import ir
 
-from .errors import SpirvValidationError, ToolError
+from ..errors import SpirvValidationError, ToolError
 
 TRIPLE = "spirv64-unknown-unknown"
 # SPIR-V 1.4 is what LLVM 22 emits for this triple and what the Intel CPU runtime accepts (1.0-1.4).

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..errors import XejitValueError
+
 __all__ = [
     "DpasSpec", "BlockIOLimits", "RegisterFile", "Target", "TARGETS", "get_target",
     "check_block_shape", "check_block_surface", "BLOCK_OPS",
@@ -289,7 +291,6 @@ def get_target(name: str) -> Target:
     try:
         return TARGETS[name.lower()]
     except (KeyError, AttributeError):
-        from ..errors import XejitValueError
         raise XejitValueError(f"unknown target {name!r}; known targets: {', '.join(TARGETS)}") from None
 
 

@@ -19,9 +19,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-# The one exception base of xejit: a leaf module without imports (the only thing this package
-# takes from the rest of xejit), so that IR errors are XejitErrors too.
-from ..errors import XejitError
+# xejit's errors: a leaf module without imports (the only thing this package takes from the rest
+# of xejit), so that IR errors are XejitErrors too.
+from ..errors import VerifyError
 
 # ----------------------------------------------------------------------------------------------
 # Types
@@ -436,14 +436,6 @@ class Module:
 # ----------------------------------------------------------------------------------------------
 # Op definitions as data
 # ----------------------------------------------------------------------------------------------
-
-
-class VerifyError(XejitError, ValueError):
-    """An op breaks a rule of its definition. ``op`` is the offending op (has ``.loc``)."""
-
-    def __init__(self, message: str, op: Operation | None = None):
-        super().__init__(message)
-        self.op = op
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import XejitError  # a leaf module; see ir/core.py
+from ..errors import InterpreterError  # a leaf module; see ir/core.py
 from .core import (Block, Function, OP_DEFS, Operation, ScalarType, bf16, bf16_bits_to_f32,
                    f32_to_bf16_bits)
 
@@ -42,10 +42,6 @@ def impl(*names: str) -> Callable[[Rule], Rule]:
             IMPLS[n] = fn
         return fn
     return deco
-
-
-class InterpreterError(XejitError, RuntimeError):
-    """A failure while interpreting an op; the message names the op and its source line."""
 
 
 @dataclass

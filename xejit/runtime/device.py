@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import _icd  # noqa: F401  (sets OCL_ICD_FILENAMES before dpctl is imported)
-from ..codegen.errors import DeviceError
+from ..errors import DeviceError
 
 # Device-name patterns of the Intel GPU families xejit has targets for, most specific first.
 # Sources: the marketing names Level Zero reports (Intel ark, intel-xpu-backend-for-triton's

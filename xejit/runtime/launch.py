@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codegen.errors import ArgumentError, ArgumentValueError, LaunchError
+from ..errors import ArgumentError, ArgumentValueError, LaunchError
 from .device import Device
 
 _SCALARS = {

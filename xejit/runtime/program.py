@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..codegen import spirv
-from ..codegen.errors import BuildError, LaunchError
+from ..errors import BuildError, LaunchError
 from .device import Device, default_device
 
 if TYPE_CHECKING:

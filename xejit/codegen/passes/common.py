@@ -1,29 +1,10 @@
-"""Helpers shared by the passes: the compiler's error type and IR cloning."""
+"""Helpers shared by the passes: IR cloning, array roots (the error type is ``xejit.errors.CompilerError``)."""
 from __future__ import annotations
 
 from typing import Any
 
-import linecache
-
-from ...errors import CompilationError
+from ...errors import CompilerError  # noqa: F401  (re-exported: the passes raise it)
 from ...ir.core import ArrayType, Block, Function, Operation, Region, Value
-
-
-class CompilerError(CompilationError):
-    """An op or case the compiler does not support (or a contradiction it found), reported like
-    the frontend's errors: ``file:line:col: error: <op>: message``, the kernel's source line and
-    a caret under the column (when the op has a location)."""
-
-    def __init__(self, message: str, op: Operation | None = None):
-        self.op = op
-        loc = op.loc if op is not None else None
-        if loc is None or not loc.line:
-            what = f"{op.name}: " if op is not None else ""
-            self.message, self.file, self.line, self.col, self.source_line = what + message, "", 0, 0, None
-            Exception.__init__(self, self.message)
-            return
-        src = linecache.getline(loc.file, loc.line).rstrip("\n") or None
-        super().__init__(f"{op.name}: {message}", file=loc.file, line=loc.line, col=loc.col, source_line=src)
 
 
 def clone_block_into(src: Block, dst: Block, vmap: dict[int, Value]) -> None:
