@@ -23,6 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .. import options
+
 from ..ir.core import Function, Module, VectorType
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
@@ -228,7 +230,7 @@ class _Stages:
     def __init__(self, name: str):
         self.name = name
         self.timings: dict[str, float] = {}
-        self.dump = os.environ.get("XEJIT_DUMP")
+        self.dump = options.current().dump
         if self.dump:
             os.makedirs(self.dump, exist_ok=True)
 
@@ -320,7 +322,7 @@ def _estimated_grf_mode(tgt: Target, regs_bytes_per_lane: int) -> tuple[str, str
 def device_build_required() -> bool:
     """``XEJIT_DEVICE_BUILD=1``: every module compiled for an Intel GPU target also goes through
     Intel's compiler at once, and a module it rejects is an error of the compile."""
-    return os.environ.get("XEJIT_DEVICE_BUILD", "0") not in ("", "0")
+    return options.current().device_build
 
 
 def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups: int | None = None,

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from . import isa
 from ..errors import ToolError
+from .. import options
 from .targets import Target, get_target
 
 __all__ = ["Toolchain", "DeviceBinary", "ToolchainMissingError", "find_toolchain", "require_toolchain",
@@ -44,7 +45,7 @@ class ToolchainMissingError(ToolError):
 
 def toolchain_dir() -> Path:
     """Where ``python -m xejit toolchain install`` puts Intel's compiler (``XEJIT_TOOLCHAIN_DIR``)."""
-    return Path(os.environ.get("XEJIT_TOOLCHAIN_DIR") or Path.home() / ".cache" / "xejit-toolchain")
+    return options.current().toolchain_dir
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ _found: dict[str, Toolchain | None] = {}
 
 def find_toolchain(refresh: bool = False) -> Toolchain | None:
     """The ocloc to use (see the module docstring for the search order), or None."""
-    env = os.environ.get("XEJIT_OCLOC", "")
+    env = options.current().ocloc or ""
     where = str(toolchain_dir())
     key = f"{env}|{where}"
     if key in _found and not refresh:

@@ -13,15 +13,14 @@ import builtins
 import inspect
 import linecache
 import math
-import os
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .. import options
 from ..errors import CompilationError
 from ..ir.core import (ArrayType, Builder, Block, Function, Layout, Location, Module, Region,
                        ScalarType, TileType, Type, Value, VectorType, VerifyError, f32, index)
-from ..ir.xetile import shape_of
 from .semantic import Semantic, SemanticError, is_runtime, type_name
 
 _COMPILE_TIME_BUILTINS = {"min", "max", "abs", "len", "int", "float", "bool", "range", "tuple",
@@ -132,7 +131,7 @@ class CodeGenerator(ast.NodeVisitor):
         except (SemanticError, VerifyError) as e:
             raise self.src.error(node, str(e)) from None
         except Exception as e:  # a compiler bug: still point at the line, keep the cause
-            if os.environ.get("XEJIT_DEBUG"):
+            if options.current().debug:
                 raise
             raise self.src.error(node, f"internal compiler error: {type(e).__name__}: {e}") from e
         finally:
@@ -769,4 +768,3 @@ def _infer_num_subgroups(func: Function) -> None:
     func.attributes["num_subgroups"] = n
 
 
-_ = (shape_of, VectorType)

@@ -22,6 +22,7 @@ import numpy as np
 # xejit's errors: a leaf module without imports (the only thing this package takes from the rest
 # of xejit), so that IR errors are XejitErrors too.
 from ..errors import VerifyError
+from .printer import print_module
 
 # ----------------------------------------------------------------------------------------------
 # Types
@@ -429,7 +430,6 @@ class Module:
         raise KeyError(name)
 
     def __str__(self) -> str:
-        from .printer import print_module  # printer imports core; keep the cycle lazy
         return print_module(self)
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from .core import (OpDef, Operation, ScalarType, Type, VectorType, VerifyError, _shape_str, index,
                    register_op)
 from .interpreter import Interpreter, InterpreterError, impl
+from .xegpu import vnni_pack
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,6 @@ def _slm_load(it: Interpreter, op: Operation, args):
         out = buf[_window(buf, r, c, shape)]
     out = np.ascontiguousarray(out).astype(op.result.type.dtype.np_dtype)
     if packed:   # [K, N] -> [K/v, N, v], as a VNNI (packed) 2D block load returns it
-        from .xegpu import vnni_pack
         out = vnni_pack(out, op.result.type.shape[2])
     return [out]
 

@@ -13,9 +13,10 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .core import Block, Function, Layout, Module, Operation, Value
+if TYPE_CHECKING:   # core prints modules with this printer, so no import of core at run time
+    from .core import Block, Function, Module, Operation, Value
 
 
 class Namer:
@@ -46,8 +47,6 @@ class Namer:
 
 
 def format_attr(a: Any) -> str:
-    if isinstance(a, Layout):
-        return str(a)
     if isinstance(a, bool):
         return "true" if a else "false"
     if isinstance(a, float):
@@ -56,7 +55,7 @@ def format_attr(a: Any) -> str:
         return "[" + ", ".join(format_attr(x) for x in a) + "]"
     if isinstance(a, str):
         return f'"{a}"'
-    return str(a)
+    return str(a)   # ints, layouts (their __str__ is their syntax)
 
 
 def _print_for(op: Operation, nm: Namer, indent: str, out: list[str]) -> None:

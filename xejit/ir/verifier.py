@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .core import Block, Function, Module, OP_DEFS, Operation, Value, VerifyError, verify_op_signature
+from . import xetile
 from .printer import print_around
 
 # Dialects append function-level checks here (e.g. XeTile's subgroup-count rule).
@@ -45,7 +46,6 @@ def verify_function(fn: Function, with_context: bool = True) -> None:
     """Raise :class:`IRVerificationError` (with the surrounding IR) on the first broken rule."""
     try:
         _verify_block(fn.entry, set(), fn)
-        from . import xetile
         for check in xetile.FUNCTION_CHECKS + FUNCTION_CHECKS:
             check(fn)
     except IRVerificationError:

@@ -26,12 +26,14 @@ import tempfile
 import threading
 from pathlib import Path
 
+from .. import options
+
 MAGIC = b"XEJITC1\n"
 _DIGEST = 32
 
 
 def default_dir() -> Path:
-    return Path(os.environ.get("XEJIT_CACHE_DIR") or Path.home() / ".cache" / "xejit")
+    return options.current().cache_dir
 
 
 def key_of(*parts: object) -> str:

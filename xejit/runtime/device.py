@@ -8,11 +8,11 @@ Example:
 from __future__ import annotations
 
 import functools
-import os
 import re
 from dataclasses import dataclass, field
 
 from . import _icd  # noqa: F401  (sets OCL_ICD_FILENAMES before dpctl is imported)
+from .. import options
 from ..errors import DeviceError
 
 # Device-name patterns of the Intel GPU families xejit has targets for, most specific first.
@@ -97,7 +97,7 @@ def get_device(filter_string: str | None = None) -> Device:
     Without one: ``XEJIT_DEVICE`` if set, else a Level Zero GPU, else the OpenCL CPU device.
     One :class:`Device` (and queue) per filter string per process.
     """
-    return _get_device(filter_string or os.environ.get("XEJIT_DEVICE") or None)
+    return _get_device(filter_string or options.current().device)
 
 
 @functools.lru_cache(maxsize=None)

@@ -31,10 +31,10 @@ Example: see ``tests/xegpu/test_blocking.py``.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ... import options
 from ...ir import xetile as xt
 from ...ir.core import (ArrayType, Block, Builder, Function, Operation, Region, TileType, Value,
                         VectorType, f32, index)
@@ -68,7 +68,7 @@ class BlockingReport:
 
 
 def strict_mode() -> bool:
-    return os.environ.get("XEJIT_STRICT", "0") not in ("", "0", "false", "False")
+    return options.current().strict
 
 
 # ----------------------------------------------------------------------------------------------
