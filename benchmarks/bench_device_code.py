@@ -2,10 +2,13 @@
 
     python benchmarks/bench_device_code.py                 # pvc bmg lnl ptl dg2; fp16 bf16 fp32 int8
     python benchmarks/bench_device_code.py --targets pvc --dtypes fp16 --jobs 2
+    python benchmarks/bench_device_code.py --variants colB bias_relu tf32 --targets pvc bmg
 
 For each config of ``xejit.kernels.gemm.configs_for(target)`` (4096^3, row-major operands) the
 kernel is compiled for the target and built by Intel's compiler (ocloc) in the config's
-``grf_mode``; the row gives the static verdict of the autotuner's resource model, the compiler's
+``grf_mode``. ``--variants`` picks the cases: ``rowB`` (a @ b, row-major), ``colB`` (a @ b.T with b
+stored [N, K]: transposed / VNNI-transposed 2D block loads), ``bias_relu`` (the bias + ReLU epilogue),
+``tf32`` (fp32 operands on DPAS; the fp32 row of rowB runs on FMA). The row gives the static verdict of the autotuner's resource model, the compiler's
 GRF count, spill and private bytes, and the hot k-loop's mix -- DPAS (next to the tile
 arithmetic's count), 2D block loads, prefetches, spill sends, instructions per DPAS and the
 ideal (each DPAS, load and prefetch once, plus four instructions of loop control). Writes
@@ -28,35 +31,44 @@ DTYPES = {"fp16": (np.float16, np.float16, "f32"), "bf16": ("bfloat16", "bfloat1
           "fp32": (np.float32, np.float32, "f32"), "int8": (np.int8, np.int32, "i32")}
 
 
-def _arrays(dtype: str, M: int, N: int, K: int):
+VARIANTS = ("rowB", "colB", "bias_relu", "tf32")
+
+
+def _arrays(dtype: str, M: int, N: int, K: int, col_b: bool = False):
     """Arrays of the dtypes and layouts to specialize on (compile only: nothing is launched)."""
     a_t, c_t, _ = DTYPES[dtype]
     if a_t == "bfloat16":
         import torch
-        return (torch.empty((M, K), dtype=torch.bfloat16), torch.empty((K, N), dtype=torch.bfloat16),
-                torch.empty((M, N), dtype=torch.bfloat16))
-    return np.empty((M, K), a_t), np.empty((K, N), a_t), np.empty((M, N), c_t)
+        b = torch.empty((N, K), dtype=torch.bfloat16).T if col_b else torch.empty((K, N), dtype=torch.bfloat16)
+        return torch.empty((M, K), dtype=torch.bfloat16), b, torch.empty((M, N), dtype=torch.bfloat16)
+    b = np.empty((N, K), a_t).T if col_b else np.empty((K, N), a_t)
+    return np.empty((M, K), a_t), b, np.empty((M, N), c_t)
 
 
-def one(job: tuple[str, str, int]) -> dict:
-    target, dtype, index = job
+def one(job: tuple[str, str, int, str]) -> dict:
+    target, dtype, index, variant = job
     import xejit.ir.core as irc
     from xejit.autotuner import estimate_gemm
     from xejit.kernels.gemm import configs_for, gemm_kernel
 
     cfg = configs_for(target)[index]
     M = N = K = 4096
-    a, b, c = _arrays(dtype, M, N, K)
+    a, b, c = _arrays(dtype, M, N, K, col_b=variant == "colB")
     acc = irc.i32 if dtype == "int8" else irc.f32
     kw = dict(cfg.kwargs)
-    row = {"target": target, "dtype": dtype, "config": f"{kw['BM']}x{kw['BN']}x{kw['BK']}/{cfg.num_subgroups}sg",
+    if variant == "bias_relu":
+        kw.update(HAS_BIAS=True, ACT="relu")
+    if variant == "tf32":
+        kw.update(PRECISION="tf32")
+    row = {"target": target, "dtype": dtype, "variant": variant, "config": f"{kw['BM']}x{kw['BN']}x{kw['BK']}/{cfg.num_subgroups}sg",
            "grf_mode": cfg.grf_mode, "num_stages": cfg.num_stages}
     est = estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc)
     row["static"] = "; ".join(est["problems"]) or "fits"
     row["sg_tile"] = est["sg_tile"]
     try:
         t0 = time.perf_counter()
-        ck = gemm_kernel.compile(a, b, a, c, M, N, K, target=target, ACC=acc, **kw,
+        bias = c[0] if variant == "bias_relu" else a
+        ck = gemm_kernel.compile(a, b, bias, c, M, N, K, target=target, ACC=acc, **kw,
                                  num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages, grf_mode=cfg.grf_mode)
         bin_ = ck.device_binary
         row.update(bin_.as_dict())
@@ -65,7 +77,8 @@ def one(job: tuple[str, str, int]) -> dict:
         if est["sg_tile"]:
             from xejit.codegen.targets import get_target
             t = get_target(target)
-            kk = t.dpas.k_of({"fp16": "fp16", "bf16": "bf16", "int8": "int8"}.get(dtype, ""))
+            kk = t.dpas.k_of({"fp16": "fp16", "bf16": "bf16", "int8": "int8",
+                              "fp32": "tf32" if variant == "tf32" else ""}.get(dtype, ""))
             sm, sn = est["sg_tile"]
             row["dpas_per_kstep"] = (-(-sm // t.dpas.max_m)) * (sn // t.dpas.n) * (kw["BK"] // kk) if kk else None
     except Exception as e:  # a row that failed says so; the table is still printed
@@ -74,16 +87,16 @@ def one(job: tuple[str, str, int]) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = (f"{'target':6} {'dtype':5} {'config':18} {'grf':7} {'static':6} {'GRF':>4} {'spill':>6} {'priv':>5} "
+    head = (f"{'target':6} {'dtype':5} {'variant':9} {'config':18} {'grf':7} {'static':6} {'GRF':>4} {'spill':>6} {'priv':>5} "
             f"{'dpas':>5} {'tile':>5} {'ld':>3} {'pf':>3} {'spl':>4} {'instr':>6} {'/dpas':>6} {'ideal':>6}")
     out = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
-            out.append(f"{r['target']:6} {r['dtype']:5} {r['config']:18} {r['grf_mode']:7} ERROR {r['error']}")
+            out.append(f"{r['target']:6} {r['dtype']:5} {r['variant']:9} {r['config']:18} {r['grf_mode']:7} ERROR {r['error']}")
             continue
         h = r.get("hot_loop") or {}
         out.append(
-            f"{r['target']:6} {r['dtype']:5} {r['config']:18} {r['grf_mode']:7} {'ok' if r['static'] == 'fits' else 'prune':6} "
+            f"{r['target']:6} {r['dtype']:5} {r['variant']:9} {r['config']:18} {r['grf_mode']:7} {'ok' if r['static'] == 'fits' else 'prune':6} "
             f"{r['grf_count']:>4} {r['spill_bytes']:>6} {r['private_bytes']:>5} {h.get('dpas', '-'):>5} "
             f"{str(r.get('dpas_per_kstep', '-')):>5} {h.get('block_loads', '-'):>3} {h.get('prefetches', '-'):>3} "
             f"{h.get('spill_sends', '-'):>4} {h.get('instructions', '-'):>6} {str(h.get('per_dpas', '-')):>6} "
@@ -95,14 +108,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--targets", nargs="+", default=["pvc", "bmg", "lnl", "ptl", "dg2"])
     p.add_argument("--dtypes", nargs="+", default=["fp16", "bf16", "fp32", "int8"], choices=list(DTYPES))
+    p.add_argument("--variants", nargs="+", default=["rowB"], choices=VARIANTS)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "device_code.json"))
     args = p.parse_args()
     from xejit.codegen.intel_compiler import require_toolchain
     from xejit.kernels.gemm import configs_for
     tc = require_toolchain()
-    jobs = [(t, d, i) for t in args.targets for d in args.dtypes
-            for i in range(len(configs_for(t)))]
+    jobs = [(t, d, i, v) for v in args.variants for t in args.targets for d in args.dtypes
+            for i in range(len(configs_for(t)))
+            if not (v == "tf32" and d != "fp32") and not (v == "colB" and d == "fp32")]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(one, jobs))
@@ -119,7 +134,7 @@ def main() -> int:
         xs = range(len(ok))
         ax.bar(xs, [r["hot_loop"]["per_dpas"] for r in ok], label="instructions per DPAS (hot loop)")
         ax.scatter(xs, [r["hot_loop"]["ideal_per_dpas"] for r in ok], color="k", marker="_", s=80, label="ideal")
-        ax.set_xticks(list(xs), [f"{r['target']} {r['dtype']} {r['config']}" for r in ok], rotation=90, fontsize=6)
+        ax.set_xticks(list(xs), [f"{r['target']} {r['dtype']} {r['variant']} {r['config']}" for r in ok], rotation=90, fontsize=6)
         ax.set_yscale("log")
         ax.legend()
         fig.tight_layout()

@@ -28,15 +28,16 @@ ACTIVATIONS = (None, "relu", "gelu_tanh")
 def gemm_kernel(a, b, bias, c, M, N, K,
                 BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
                 ACC: xl.constexpr = xl.float32, HAS_BIAS: xl.constexpr = False,
-                ACT: xl.constexpr = None):
-    """c[M, N] = ACT(a[M, K] @ b[K, N] + bias[N]); one workgroup per BM x BN tile of c."""
+                ACT: xl.constexpr = None, PRECISION: xl.constexpr = None):
+    """c[M, N] = ACT(a[M, K] @ b[K, N] + bias[N]); one workgroup per BM x BN tile of c.
+    ``PRECISION="tf32"`` lets fp32 operands go through DPAS as tf32 (``tile_mma``'s input_precision)."""
     m = xl.program_id(0) * BM
     n = xl.program_id(1) * BN
     ta = xl.init_tile(a, [m, 0], [BM, BK])
     tb = xl.init_tile(b, [0, n], [BK, BN])
     acc = xl.zeros([BM, BN], ACC)
     for k in range(0, K, BK):
-        acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
+        acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc, input_precision=PRECISION)
         ta = xl.update_tile_offset(ta, 0, BK)
         tb = xl.update_tile_offset(tb, BK, 0)
     if HAS_BIAS:
