@@ -16,15 +16,15 @@ Example:
 """
 from __future__ import annotations
 
-
-import xejit
-import xejit.language as xl
+# The DSL by module, not through the package: ``xejit/__init__`` imports matmul, which imports this.
+from xejit import language as xl
 from xejit.autotuner import Config
+from xejit.jit import kernel
 
 ACTIVATIONS = (None, "relu", "gelu_tanh")
 
 
-@xejit.kernel
+@kernel
 def gemm_kernel(a, b, bias, c, M, N, K,
                 BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
                 ACC: xl.constexpr = xl.float32, HAS_BIAS: xl.constexpr = False,
