@@ -18,7 +18,7 @@ def gather_scatter(x, idx, y, z, BN: xl.constexpr):
     xl.store_scatter(xl.init_tile(z, offs), vals * 2.0)                  # no mask
 
 
-BAD = [-10_000_000, -1, 40, 41, 10_000_000, 2**40]
+BAD = [-10_000_000, -1, 40, 41, 10_000_000, 2**40, 2**62, -2**63, 2**63 - 1]
 
 
 @pytest.mark.parametrize("emulate", [None, "pvc", "dg2"])

@@ -136,8 +136,9 @@ def int_to_bool(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def array_span(b: ir.IRBuilder, dims: list, strides: list) -> tuple[ir.Value, ir.Value]:
-    """(lowest, highest) element offset an array of these i64 dims and strides reaches; an
-    empty array gives an empty range (lowest > highest)."""
+    """(lowest element offset, number of offsets up to the highest) an array of these i64 dims
+    and strides reaches; 0 offsets for an empty array. Computed once per kernel; see
+    :func:`in_span` for the check."""
     lo, hi, empty = I64(0), I64(0), ir.Constant(ir.IntType(1), 0)
     for d, st in zip(dims, strides):
         far = b.mul(b.sub(d, I64(1)), st)
@@ -145,7 +146,14 @@ def array_span(b: ir.IRBuilder, dims: list, strides: list) -> tuple[ir.Value, ir
         lo = b.add(lo, b.select(neg, far, I64(0)))
         hi = b.add(hi, b.select(neg, I64(0), far))
         empty = b.or_(empty, b.icmp_signed("<=", d, I64(0)))
-    return lo, b.select(empty, b.sub(lo, I64(1)), hi)
+    return lo, b.select(empty, I64(0), b.add(b.sub(hi, lo), I64(1)))
+
+
+def in_span(b: ir.IRBuilder, off: ir.Value, span: tuple[ir.Value, ir.Value]) -> ir.Value:
+    """i1: element offset ``off`` (i64) lies in ``span`` (:func:`array_span`). One subtraction
+    and one unsigned compare: below ``lo`` (or beyond by 2**63 and more) wraps to a huge number."""
+    lo, count = span
+    return b.icmp_unsigned("<", b.sub(off, lo), count)
 
 
 @dataclass
@@ -235,7 +243,7 @@ class GenericLowering:
         self.lane = b.zext(self.lane32, I64, name="lane")
         self._lane_cols: dict[int, ir.Value] = {}
         self._bases: dict = {}
-        self._span: dict[int, tuple[ir.Value, ir.Value]] = {}   # id(Arr) -> array_span
+        self._span: dict[int, tuple[ir.Value, ir.Value]] = {}   # id(Arr) -> (lo, count): array_span
         self._arr_name: dict[int, str] = {}                       # id(Arr) -> argument name
         self._zero_src = None
         pi = 0
@@ -917,9 +925,7 @@ class GenericLowering:
         it, whatever the offsets (``array_span``)."""
         if not self._span_checks:
             return ir.Constant(ir.IntType(1), 1)
-        lo, hi = self._span[id(arr)]
-        b = self.b
-        return b.and_(b.icmp_signed(">=", off, lo), b.icmp_signed("<=", off, hi))
+        return in_span(self.b, off, self._span[id(arr)])
 
     def checked_lane(self, op, kind: str, arr: Arr, mask: ir.Value, off: ir.Value) -> ir.Value:
         """i1: the lane accesses element ``off`` (its mask is set and ``off`` is in the span); in

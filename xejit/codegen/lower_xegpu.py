@@ -201,7 +201,7 @@ class XeGPULowering:
         #: id(surface-ok flag) -> True/False inside a versioned loop (see op_scf_for)
         self.versioned: dict[int, bool] = {}
         self.fallbacks: list[str] = []
-        self._span: dict[int, tuple] = {}     # id(Arr) -> (lo, hi) element offsets (array_span)
+        self._span: dict[int, tuple] = {}     # id(Arr) -> (lo, count) element offsets (array_span)
         self._arr_name: dict[int, str] = {}   # id(Arr) -> argument name
         #: XEJIT_DEBUG=1: checked gather/scatter sites, reported through a hidden last argument
         #: (codegen/bounds_debug.py); None when not in debug mode
@@ -1001,8 +1001,7 @@ class XeGPULowering:
         ety = reg_type(gtd.type.dtype)
         offs, ms = self._elems(gtd.offsets), self._elems(mask)
         span = self._span[id(gtd.arr)]     # gathers and scatters stay inside the array's memory
-        inside = [b.and_(b.icmp_signed(">=", o, span[0]), b.icmp_signed("<=", o, span[1])) if self.span_checks
-                  else ir.Constant(ir.IntType(1), 1) for o in offs]
+        inside = [_gen.in_span(b, o, span) if self.span_checks else ir.Constant(ir.IntType(1), 1) for o in offs]
         if self.debug_sites is not None:   # XEJIT_DEBUG=1: report an unmasked lane out of range
             kind = "load_gather" if store is None else "store_scatter"
             self.debug_sites.append(bounds_debug.site_record(op, kind, self._arr_name[id(gtd.arr)]))
