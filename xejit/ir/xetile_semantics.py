@@ -349,7 +349,9 @@ def _transpose(it, op, args):
     return [np.ascontiguousarray(args[0].T)]
 
 
-REDUCE = {"add": np.sum, "mul": np.prod, "max": np.max, "min": np.min,
+# max / min ignore NaN like the element-wise xl.maximum (arith.maxnumf, C's fmax) and the device
+# lowerings: NaN only where every element is NaN (found by tests/hostile: np.max propagated it)
+REDUCE = {"add": np.sum, "mul": np.prod, "max": np.fmax.reduce, "min": np.fmin.reduce,
           "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce, "xor": np.bitwise_xor.reduce}
 
 
