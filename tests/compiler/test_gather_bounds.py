@@ -102,3 +102,19 @@ def test_in_range_accesses_agree_with_numpy_with_or_without_debug(mode, debug, m
     expect = np.full(40, 7.0, np.float32)
     expect[idx[0][inside]] = 2 * want[inside]
     np.testing.assert_array_equal(z, expect)
+
+
+@xejit.kernel
+def scale(x, y, BN: xl.constexpr):
+    xl.store_tile(xl.init_tile(y, [0, 0], [1, BN]), xl.load_tile(xl.init_tile(x, [0, 0], [1, BN])) * 3.0)
+
+
+def test_debug_mode_leaves_kernels_without_gathers_alone(monkeypatch):
+    """No gather or scatter: no hidden report argument, the same results."""
+    monkeypatch.setenv("XEJIT_DEBUG", "1")
+    x = np.random.default_rng(6).uniform(1, 2, (1, 16)).astype(np.float32)
+    y = np.full((1, 16), np.nan, np.float32)
+    scale[(1,)](x, y, BN=16)
+    np.testing.assert_allclose(y, 3.0 * x.astype(np.float64), rtol=1e-6)
+    ck = xejit.codegen.compiler.compile_kernel(scale.compile_ir(x, y, BN=16), "generic", debug=True)
+    assert ck.debug_sites is None and "debug" not in [w for _, _, w in ck.arg_plan]

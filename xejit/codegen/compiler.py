@@ -370,6 +370,8 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     lanes = tgt.subgroup_size
     options = {"num_stages": num_stages, "grf_mode": grf_mode, "emulate": emulate, "debug": debug}
     debug_sites = None
+    # only kernels with gathers or scatters have something to report (and a hidden argument)
+    debug = debug and any(op.name in ("xetile.load_gather", "xetile.store_scatter") for op in sg.walk())
     instructions: Counter = Counter()
     fallbacks: list[str] = []
     if tgt.has_dpas:
