@@ -496,7 +496,10 @@ class XeGPULowering:
             r = _gen.float_to_int(b, self.to_f32(x, src), dl, dst.is_signed)
         elif dst.is_float:
             signed = src.is_signed and src != i1
-            r = b.sitofp(x, ty(F32)) if signed else b.uitofp(x, ty(F32))
+            if src == i1 and n:   # `uitofp <n x i1>` crashes LLVM's SPIR-V backend (found by tests/hostile)
+                r = b.select(x, ir.Constant(ty(F32), [1.0] * n), ir.Constant(ty(F32), [0.0] * n))
+            else:
+                r = b.sitofp(x, ty(F32)) if signed else b.uitofp(x, ty(F32))
             r = self.from_f32(r, dst)
         else:
             sw, dw = reg_type(src).width, dl.width
