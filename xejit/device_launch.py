@@ -147,7 +147,7 @@ def usable_entry(blob: bytes, num_args: int) -> tuple[dict, bytes] | tuple[None,
             return None, None
         if not all(isinstance(k, str) and k in ARG_KINDS for k in sig):
             return None, None
-        debug = bool(plan) and plan[-1] == list(bounds_debug.PLAN_STEP)   # XEJIT_DEBUG=1's report buffer
+        debug = bool(plan) and plan[-1] == list(bounds_debug.PLAN_STEP) and sig[-1] == "ptr"   # XEJIT_DEBUG=1's buffer
         if debug != ("debug_sites" in meta) or (debug and not _sites_ok(meta["debug_sites"])):
             return None, None
         for step, kind in zip(plan[:-1] if debug else plan, sig):
