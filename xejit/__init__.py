@@ -4,7 +4,7 @@ from .runtime import _icd  # noqa: F401  (first: the CPU OpenCL runtime must be 
 __version__ = "0.1.0"
 
 from . import language  # noqa: E402
-from .errors import CompilationError, XejitError, XejitTypeError, XejitValueError  # noqa: E402
+from .errors import CompilationError, OutOfBoundsError, XejitError, XejitTypeError, XejitValueError  # noqa: E402
 from .jit import Kernel, kernel  # noqa: E402
 from .language import cdiv, inline  # noqa: E402
 from .autotuner import Autotuner, Config, autotune  # noqa: E402

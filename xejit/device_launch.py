@@ -6,7 +6,9 @@ a key of the kernel source hash, the specialization, the target, the options and
 xejit and llvmlite; built programs are cached per process by the runtime.
 
 The target is the device's (``generic`` on the CPU device) unless ``XEJIT_EMULATE=<target>``
-asks for an emulated DPAS target.
+asks for an emulated DPAS target. ``XEJIT_DEBUG=1`` builds and caches separate kernels whose
+gathers and scatters report an out-of-range offset (``codegen/bounds_debug.py``): the launch then
+raises ``xejit.errors.OutOfBoundsError``.
 """
 from __future__ import annotations
 
@@ -17,12 +19,14 @@ from typing import Any
 
 import numpy as np
 
+from .codegen import bounds_debug
 from .codegen.compiler import compile_kernel
 from .errors import ArgumentError
 from .errors import XejitValueError
 from .ir.core import Module
 
 _memo: dict[str, tuple[Any, tuple, list, tuple]] = {}
+_debug_sites: dict[int, list] = {}   # id(runtime kernel) -> its checked sites (XEJIT_DEBUG=1; kept alive by _memo)
 _fast: dict[tuple, tuple[Module, tuple[Any, tuple, list, tuple]]] = {}
 
 
@@ -77,6 +81,8 @@ def compiled(kernel, module: Module, options: dict, device=None):
 
     device = device or default_device()
     emulate_target = emulated_target()
+    if bounds_debug.debug_enabled():   # a separate build: part of every cache key below
+        options = {**options, "debug": True}
     target = emulate_target or device.target
     # Fast path for repeated launches: the jit keeps one Module object per specialization, so
     # its identity (checked, not just its id) stands for the specialization without hashing.
@@ -98,17 +104,21 @@ def compiled(kernel, module: Module, options: dict, device=None):
         ck = compile_kernel(module, target, num_subgroups=options.get("num_subgroups"),
                             num_stages=options.get("num_stages", 3),
                             grf_mode=options.get("grf_mode", "default"), emulate=bool(emulate_target),
-                            binary_cache=cache)
+                            binary_cache=cache, debug=bool(options.get("debug")))
         spv = ck.spv
         meta = {"spv": base64.b64encode(spv).decode(), "name": ck.name, "signature": list(ck.signature),
                 "arg_plan": [list(p) for p in ck.arg_plan], "workgroup_size": list(ck.workgroup_size),
                 # grf_mode="auto" is resolved at compile time; the driver gets the chosen mode's option.
                 "build_options": "" if emulate_target else ck.build_options(device.backend)}
+        if ck.debug_sites is not None:
+            meta["debug_sites"] = ck.debug_sites
         cache.put(key, json.dumps(meta).encode())
     prog = build_program(spv, device, validate=False,  # compile_kernel validated it
                          options=meta.get("build_options", ""))
     rk = prog.kernel(meta["name"], tuple(meta["signature"]))
     got = (rk, tuple(meta["signature"]), [tuple(p) for p in meta["arg_plan"]], tuple(meta["workgroup_size"]))
+    if "debug_sites" in meta:
+        _debug_sites[id(rk)] = meta["debug_sites"]
     _memo[(key, device)] = got
     _fast[fast_key] = (module, got)
     return got
@@ -137,7 +147,10 @@ def usable_entry(blob: bytes, num_args: int) -> tuple[dict, bytes] | tuple[None,
             return None, None
         if not all(isinstance(k, str) and k in ARG_KINDS for k in sig):
             return None, None
-        for step, kind in zip(plan, sig):
+        debug = bool(plan) and plan[-1] == list(bounds_debug.PLAN_STEP) and sig[-1] == "ptr"   # XEJIT_DEBUG=1's buffer
+        if debug != ("debug_sites" in meta) or (debug and not _sites_ok(meta["debug_sites"])):
+            return None, None
+        for step, kind in zip(plan[:-1] if debug else plan, sig):
             if not (isinstance(step, list) and len(step) == 3 and type(step[0]) is int
                     and 0 <= step[0] < num_args and step[1] == kind and isinstance(step[2], str)
                     and (step[2] in ("ptr", "value") or re.fullmatch(r"(shape|stride)\d", step[2]))):
@@ -152,10 +165,16 @@ def usable_entry(blob: bytes, num_args: int) -> tuple[dict, bytes] | tuple[None,
     return meta, spv
 
 
+def _sites_ok(sites: Any) -> bool:
+    return isinstance(sites, list) and all(
+        isinstance(x, dict) and all(isinstance(x.get(k), str) for k in ("loc", "kind", "array")) for x in sites)
+
+
 def clear_memory_caches() -> None:
     """Forget compiled kernels held in this process (the on-disk cache is kept)."""
     _memo.clear()
     _fast.clear()
+    _debug_sites.clear()
 
 
 def _facts(x):
@@ -167,10 +186,14 @@ def _facts(x):
     return shape, strides
 
 
-def expand_args(plan, args: list) -> list:
-    """The kernel's runtime arguments from the Python call's runtime arguments (ABI expansion)."""
+def expand_args(plan, args: list, debug_buffer: np.ndarray | None = None) -> list:
+    """The kernel's runtime arguments from the Python call's runtime arguments (ABI expansion);
+    ``debug_buffer`` is passed for the hidden report argument of ``XEJIT_DEBUG=1`` builds."""
     out, facts = [], {}
     for i, kind, what in plan:
+        if what == "debug":
+            out.append(debug_buffer)
+            continue
         v = args[i]
         if what == "ptr":
             out.append(v)
@@ -249,7 +272,14 @@ def compile_and_launch(kernel, module: Module, grid: tuple[int, ...], args: list
     rk, sig, plan, wg = compiled(kernel, module, options, device)
     block = tuple(wg[:len(grid)])
     # The runtime takes OpenCL order (it reverses for dpctl's SYCL ranges): program_id(0) is axis 0.
-    rk.launch(grid, block, *expand_args(plan, list(args)), queue=queue)
+    sites = _debug_sites.get(id(rk))
+    if sites is None:
+        rk.launch(grid, block, *expand_args(plan, list(args)), queue=queue)
+        return
+    buf = bounds_debug.new_buffer()     # XEJIT_DEBUG=1: did a lane go out of range?
+    rk.launch(grid, block, *expand_args(plan, list(args), buf), queue=queue)
+    shapes = {fn.arg_names[i]: np.shape(a) for i, a in enumerate(args) if isinstance(a, np.ndarray)}
+    bounds_debug.raise_if_reported(buf, sites, getattr(kernel, "__name__", fn.name), shapes)
 
 
 __all__ = ["compile_and_launch", "compiled", "clear_memory_caches", "expand_args", "cache_key", "usable_entry",

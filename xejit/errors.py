@@ -4,7 +4,9 @@ Every error xejit raises on purpose is an :class:`XejitError`. Those caused by a
 or value are also the built-in exception a Python caller would catch for that mistake:
 :class:`XejitTypeError` is a ``TypeError`` (an argument of the wrong type: a float grid size, a
 list where an array is expected), :class:`XejitValueError` a ``ValueError`` (a value or shape that
-cannot be used: a negative grid size, a read-only output, an unknown target). A kernel that does
+cannot be used: a negative grid size, a read-only output, an unknown target);
+:class:`OutOfBoundsError` an ``IndexError`` (``XEJIT_DEBUG=1``: a gather or scatter outside its
+array). A kernel that does
 not compile raises :class:`CompilationError` with the kernel's file, line and a caret; "internal
 compiler error" in its message marks a bug of xejit, not of the kernel. Errors of one API live
 beside it and derive from these (``ParseError``, ``MatmulError``, ``AttentionError``,
@@ -38,6 +40,12 @@ class XejitTypeError(XejitError, TypeError):
 
 class XejitValueError(XejitError, ValueError):
     """A value or shape xejit cannot use (also a ``ValueError``)."""
+
+
+class OutOfBoundsError(XejitError, IndexError):
+    """``XEJIT_DEBUG=1``: a ``load_gather`` / ``store_scatter`` lane used an offset outside its
+    array (also an ``IndexError``). The message names the kernel, its source line, the access and
+    the offset. Without debug mode such a lane reads the padding / is not written."""
 
 
 class CompilationError(XejitError):

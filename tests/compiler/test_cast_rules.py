@@ -62,3 +62,22 @@ def test_to_bool_is_not_zero(mode, monkeypatch):
     to_bool[(1,)](x, k, y, z, BN=BN)
     np.testing.assert_array_equal(y, (x != 0).astype(np.int32))
     np.testing.assert_array_equal(z, (k != 0).astype(np.int32))
+
+
+@xejit.kernel
+def bool_to_float(x, y, BM: xl.constexpr, BN: xl.constexpr):
+    v = xl.load_tile(xl.init_tile(x, [0, 0], [BM, BN]))
+    xl.store_tile(xl.init_tile(y, [0, 0], [BM, BN]), v.to(xl.int1).to(xl.float32) * 3.0 - 1.0)
+
+
+@pytest.mark.parametrize("mode", ["interpret", "generic", "pvc", "dg2"])
+def test_bool_to_float_blocks(mode, monkeypatch):
+    """bool -> float of a block of several elements per lane (on the XeGPU path a `uitofp <n x i1>`
+    crashed LLVM's SPIR-V backend; found by tests/hostile)."""
+    use_mode(monkeypatch, mode)
+    rng = np.random.default_rng(11)
+    x = (rng.uniform(-2, 2, (8, 16)) * rng.integers(0, 2, (8, 16))).astype(np.float32)
+    x.flat[:4] = [np.nan, np.inf, -0.0, 0.0]
+    y = np.full((8, 16), np.nan, np.float32)
+    bool_to_float[(1,)](x, y, BM=8, BN=16)
+    np.testing.assert_array_equal(y, np.where(x.astype(np.float64) != 0, 2.0, -1.0))

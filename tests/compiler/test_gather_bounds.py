@@ -7,6 +7,8 @@ import xejit
 import xejit.language as xl
 from xejit.runtime import usm
 
+from .helpers import use_mode
+
 
 @xejit.kernel
 def gather_scatter(x, idx, y, z, BN: xl.constexpr):
@@ -16,7 +18,7 @@ def gather_scatter(x, idx, y, z, BN: xl.constexpr):
     xl.store_scatter(xl.init_tile(z, offs), vals * 2.0)                  # no mask
 
 
-BAD = [-10_000_000, -1, 40, 41, 10_000_000, 2**40]
+BAD = [-10_000_000, -1, 40, 41, 10_000_000, 2**40, 2**62, -2**63, 2**63 - 1]
 
 
 @pytest.mark.parametrize("emulate", [None, "pvc", "dg2"])
@@ -44,3 +46,75 @@ def test_out_of_range_offsets_read_padding_and_write_nothing(emulate, monkeypatc
     expect = np.full(40, 7.0, np.float32)
     expect[idx[inside]] = 2 * want[inside]
     np.testing.assert_array_equal(zz[40:80], expect)
+
+
+GATHER_LINE = gather_scatter.fn.__code__.co_firstlineno + 3      # the load_gather line
+SCATTER_LINE = GATHER_LINE + 2                                    # the store_scatter line
+
+
+def _debug_inputs(rng, bad_gather: bool):
+    x = rng.uniform(1, 2, 40).astype(np.float32)
+    idx = rng.choice(40, 16, replace=False).astype(np.int64)
+    if bad_gather:
+        idx[5] = 40 + 3            # one lane past the end of x (and of z)
+    return x, idx.reshape(1, 16)
+
+
+@pytest.mark.parametrize("mode", ["interpret", "generic", "pvc"])
+def test_debug_mode_names_the_line_of_an_out_of_range_gather(mode, monkeypatch):
+    use_mode(monkeypatch, mode)
+    monkeypatch.setenv("XEJIT_DEBUG", "1")
+    x, idx = _debug_inputs(np.random.default_rng(3), bad_gather=True)
+    y, z = np.full((1, 16), np.nan, np.float32), np.zeros(40, np.float32)
+    with pytest.raises(IndexError) as info:
+        gather_scatter[(1,)](x, idx, y, z, BN=16)
+    e = info.value
+    assert isinstance(e, xejit.OutOfBoundsError) and isinstance(e, xejit.XejitError)
+    msg = str(e)
+    assert f"test_gather_bounds.py:{GATHER_LINE}:" in msg and "load_gather" in msg and "offset 43" in msg, msg
+    assert "xl.load_gather(xl.init_tile(x, offs)" in msg, msg        # the source line itself
+
+
+@pytest.mark.parametrize("mode", ["interpret", "generic", "pvc"])
+def test_debug_mode_names_the_line_of_an_out_of_range_scatter(mode, monkeypatch):
+    use_mode(monkeypatch, mode)
+    monkeypatch.setenv("XEJIT_DEBUG", "1")
+    x, idx = _debug_inputs(np.random.default_rng(4), bad_gather=False)
+    y, z = np.full((1, 16), np.nan, np.float32), np.zeros(30, np.float32)    # z shorter than x
+    idx[0, 2] = 33                                                          # in x, not in z
+    with pytest.raises(xejit.OutOfBoundsError, match=rf"test_gather_bounds.py:{SCATTER_LINE}:.*store_scatter.*offset 33"):
+        gather_scatter[(1,)](x, idx, y, z, BN=16)
+
+
+@pytest.mark.parametrize("mode", ["interpret", "generic", "pvc"])
+@pytest.mark.parametrize("debug", ["0", "1"])
+def test_in_range_accesses_agree_with_numpy_with_or_without_debug(mode, debug, monkeypatch):
+    """Debug mode changes nothing for a kernel that stays in range; without it an out-of-range
+    lane is masked silently on every mode (the interpreter too) and the rest is numpy's result."""
+    use_mode(monkeypatch, mode)
+    monkeypatch.setenv("XEJIT_DEBUG", debug)
+    x, idx = _debug_inputs(np.random.default_rng(5), bad_gather=debug == "0")
+    y, z = np.full((1, 16), np.nan, np.float32), np.full(40, 7.0, np.float32)
+    gather_scatter[(1,)](x, idx, y, z, BN=16)
+    inside = idx[0] < 40
+    want = np.where(inside, x[np.minimum(idx[0], 39)], -1.0)
+    np.testing.assert_array_equal(y[0], want.astype(np.float32))
+    expect = np.full(40, 7.0, np.float32)
+    expect[idx[0][inside]] = 2 * want[inside]
+    np.testing.assert_array_equal(z, expect)
+
+
+@xejit.kernel
+def scale(x, y, BN: xl.constexpr):
+    xl.store_tile(xl.init_tile(y, [0, 0], [1, BN]), xl.load_tile(xl.init_tile(x, [0, 0], [1, BN])) * 3.0)
+
+
+def test_debug_mode_leaves_kernels_without_gathers_alone(monkeypatch):
+    """No gather or scatter: no hidden report argument, the same results."""
+    monkeypatch.setenv("XEJIT_DEBUG", "1")
+    x = np.random.default_rng(6).uniform(1, 2, (1, 16)).astype(np.float32)
+    y = np.full((1, 16), np.nan, np.float32)
+    scale[(1,)](x, y, BN=16)
+    np.testing.assert_allclose(y, 3.0 * x.astype(np.float64), rtol=1e-6)
+    ck = xejit.codegen.compiler.compile_kernel(scale.compile_ir(x, y, BN=16), "generic", debug=True)
+    assert ck.debug_sites is None and "debug" not in [w for _, _, w in ck.arg_plan]

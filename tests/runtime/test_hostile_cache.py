@@ -175,3 +175,15 @@ def test_unusable_entries_are_rebuilt_on_the_device(tmp_path):
     assert proc.stdout.strip().endswith("done")
     assert proc.stdout.count("ok ") == len(_variants({"spv": "", "name": "k", "signature": [], "arg_plan": [],
                                                        "workgroup_size": []}, b""))
+
+
+def test_debug_entries_need_their_sites(good):
+    """An XEJIT_DEBUG=1 entry (a last plan step for the report buffer) is usable only with its
+    list of checked sites, and a normal entry only without one."""
+    meta, _ = good
+    sites = [{"loc": "k.py:3:4", "kind": "load_gather", "array": "x"}]
+    dbg = {**meta, "signature": meta["signature"] + ["ptr"], "arg_plan": meta["arg_plan"] + [[-1, "ptr", "debug"]]}
+    assert usable_entry(json.dumps({**dbg, "debug_sites": sites}).encode(), 2)[0] is not None
+    for bad in ({**dbg}, {**dbg, "debug_sites": "x"}, {**dbg, "debug_sites": [{"loc": 3}]},
+                {**meta, "debug_sites": sites}, {**dbg, "signature": meta["signature"] + ["i64"], "debug_sites": sites}):
+        assert usable_entry(json.dumps(bad).encode(), 2) == (None, None), bad

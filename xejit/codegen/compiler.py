@@ -79,6 +79,9 @@ class CompiledKernel:
     grf_mode: str = "default"
     grf_reason: str = ""
     binary_cache: Any = field(default=None, repr=False)
+    #: ``debug=True`` (XEJIT_DEBUG=1): the checked gather/scatter sites, in the numbering of the
+    #: hidden report argument (codegen/bounds_debug.py); None otherwise
+    debug_sites: list[dict] | None = None
     _binary: "intel_compiler.DeviceBinary | None" = field(default=None, repr=False)
 
     @property
@@ -327,7 +330,7 @@ def device_build_required() -> bool:
 
 def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups: int | None = None,
                    num_stages: int = 3, grf_mode: str = "default", emulate: bool = False,
-                   binary_cache: Any = None) -> CompiledKernel:
+                   binary_cache: Any = None, debug: bool = False, _span_checks: bool = True) -> CompiledKernel:
     """Compile one XeTile kernel for ``target``; every SPIR-V module returned passed spirv-val.
 
     The path is chosen from target data: a target with DPAS goes through the XeGPU lowering
@@ -335,6 +338,10 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     For Intel GPU targets ``grf_mode="auto"`` is resolved here by Intel's compiler (the default
     register file unless it spills), or by the register estimate when the compiler is not
     installed. ``binary_cache`` (``get``/``put`` of bytes) keeps Intel's compiler's binaries.
+    ``debug`` (what a launch passes under ``XEJIT_DEBUG=1``): gathers and scatters report an
+    out-of-range offset through a hidden last argument (``CompiledKernel.debug_sites``,
+    :mod:`xejit.codegen.bounds_debug`). ``_span_checks=False`` compiles gathers and scatters
+    without their bounds check -- memory-unsafe, for ``benchmarks/bench_gather_bounds.py`` only.
     """
     if isinstance(fn, Module):
         fn = fn.functions[0]
@@ -363,7 +370,10 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     _check_sizes(sg, tgt)
     slm = _check_slm(sg, tgt)
     lanes = tgt.subgroup_size
-    options = {"num_stages": num_stages, "grf_mode": grf_mode, "emulate": emulate}
+    options = {"num_stages": num_stages, "grf_mode": grf_mode, "emulate": emulate, "debug": debug}
+    debug_sites = None
+    # only kernels with gathers or scatters have something to report (and a hidden argument)
+    debug = debug and any(op.name in ("xetile.load_gather", "xetile.store_scatter") for op in sg.walk())
     instructions: Counter = Counter()
     fallbacks: list[str] = []
     if tgt.has_dpas:
@@ -376,7 +386,7 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
                 f"target {tgt.name!r} has DPAS and needs the XeGPU lowering "
                 f"(xejit.codegen.lower_xegpu.lower), which is not available: {e}") from None
         ctx = {"num_subgroups": nsg, "num_stages": num_stages, "grf_mode": grf_mode, "emulate": emulate,
-               "timings": st.timings, "dump": st.write}
+               "timings": st.timings, "dump": st.write, "debug": debug, "span_checks": _span_checks}
         res = st.run("xegpu", hook, sg, tgt, ctx)
         get = (lambda k, d=None: res.get(k, d)) if isinstance(res, dict) else (lambda k, d=None: getattr(res, k, d))
         if get("xegpu") is not None:
@@ -389,10 +399,14 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
             kinds, plan = kernel_abi(sg)
         instructions.update(get("instructions", {}) or {})
         fallbacks += list(get("fallbacks", []) or [])
+        debug_sites = get("debug_sites")
+        if debug and debug_sites is None:
+            raise CompilerError(f"the XeGPU lowering of {tgt.name!r} does not support XEJIT_DEBUG=1")
     else:
         path = "generic"
         from .lower_generic import lower as lower_generic
-        lw = st.run("lower", lower_generic, sg, tgt, nsg)
+        lw = st.run("lower", lower_generic, sg, tgt, nsg, debug, _span_checks)
+        debug_sites = lw.debug_sites
         llmod, extensions = lw.module, tgt.spirv_extensions
         kinds, plan = lw.arg_kinds, lw.arg_plan
         instructions, fallbacks = lw.report.instructions, lw.report.fallbacks
@@ -411,7 +425,7 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
         name=fn.name, target=tgt, asm=asm, signature=tuple(kinds), arg_plan=list(plan),
         workgroup_size=(nsg * lanes, 1, 1), num_subgroups=nsg, timings=st.timings, path=path,
         instructions=instructions, fallbacks=fallbacks, regs_bytes_per_lane=_live_tile_bytes(sg, lanes, packed=tgt.dpas is not None),
-        slm_bytes=slm, options=options, binary_cache=binary_cache)
+        slm_bytes=slm, options=options, binary_cache=binary_cache, debug_sites=debug_sites)
     if not ck.has_device_binary:
         ck.grf_mode = "default" if grf_mode == "auto" else grf_mode
         return ck

@@ -18,6 +18,7 @@ from llvmlite import ir
 
 from ..ir.core import (ArrayType, Function, Operation, ScalarType, TileType,
                        VectorType, bf16, f16, f32, round_to_bf16)
+from . import bounds_debug
 from . import builtins as bi
 from .passes.common import CompilerError, written_arrays
 
@@ -135,8 +136,9 @@ def int_to_bool(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def array_span(b: ir.IRBuilder, dims: list, strides: list) -> tuple[ir.Value, ir.Value]:
-    """(lowest, highest) element offset an array of these i64 dims and strides reaches; an
-    empty array gives an empty range (lowest > highest)."""
+    """(lowest element offset, number of offsets up to the highest) an array of these i64 dims
+    and strides reaches; 0 offsets for an empty array. Computed once per kernel; see
+    :func:`in_span` for the check."""
     lo, hi, empty = I64(0), I64(0), ir.Constant(ir.IntType(1), 0)
     for d, st in zip(dims, strides):
         far = b.mul(b.sub(d, I64(1)), st)
@@ -144,7 +146,14 @@ def array_span(b: ir.IRBuilder, dims: list, strides: list) -> tuple[ir.Value, ir
         lo = b.add(lo, b.select(neg, far, I64(0)))
         hi = b.add(hi, b.select(neg, I64(0), far))
         empty = b.or_(empty, b.icmp_signed("<=", d, I64(0)))
-    return lo, b.select(empty, b.sub(lo, I64(1)), hi)
+    return lo, b.select(empty, I64(0), b.add(b.sub(hi, lo), I64(1)))
+
+
+def in_span(b: ir.IRBuilder, off: ir.Value, span: tuple[ir.Value, ir.Value]) -> ir.Value:
+    """i1: element offset ``off`` (i64) lies in ``span`` (:func:`array_span`). One subtraction
+    and one unsigned compare: below ``lo`` (or beyond by 2**63 and more) wraps to a huge number."""
+    lo, count = span
+    return b.icmp_unsigned("<", b.sub(off, lo), count)
 
 
 @dataclass
@@ -205,7 +214,8 @@ class LoweringReport:
 class GenericLowering:
     """Lowers one subgroup-level function; ``module`` is the llvmlite module after :meth:`run`."""
 
-    def __init__(self, fn: Function, target, num_subgroups: int):
+    def __init__(self, fn: Function, target, num_subgroups: int, debug: bool = False,
+                 span_checks: bool = True):
         if fn.attributes.get("level") != "subgroup":
             raise CompilerError(f"generic lowering needs subgroup-level IR (level='subgroup'), got "
                                 f"{fn.attributes.get('level')!r}")
@@ -219,6 +229,12 @@ class GenericLowering:
         self.written: set[int] = set()
         self._mark_written()
         self.arg_kinds, self.arg_plan = kernel_abi(fn, self.written)
+        # XEJIT_DEBUG=1: a hidden report buffer, the last argument (codegen/bounds_debug.py)
+        self.debug_sites: list[dict] | None = [] if debug else None
+        self._span_checks = span_checks   # False only for benchmarks/bench_gather_bounds.py
+        if debug:
+            self.arg_kinds = self.arg_kinds + ["ptr"]
+            self.arg_plan = self.arg_plan + [bounds_debug.PLAN_STEP]
         params = [bi.GLOBAL if k in ("ptr", "ptr_in") else F32 if k == "f32" else I64 for k in self.arg_kinds]
         self.llfn = bi.kernel(self.module, fn.name, params, subgroup_size=self.S)
         self.b = ir.IRBuilder(self.llfn.append_basic_block("entry"))
@@ -227,7 +243,8 @@ class GenericLowering:
         self.lane = b.zext(self.lane32, I64, name="lane")
         self._lane_cols: dict[int, ir.Value] = {}
         self._bases: dict = {}
-        self._span: dict[int, tuple[ir.Value, ir.Value]] = {}   # id(Arr) -> array_span
+        self._span: dict[int, tuple[ir.Value, ir.Value]] = {}   # id(Arr) -> (lo, count): array_span
+        self._arr_name: dict[int, str] = {}                       # id(Arr) -> argument name
         self._zero_src = None
         pi = 0
         for a in fn.args:
@@ -245,6 +262,7 @@ class GenericLowering:
                     raise CompilerError(f"argument {a.name_hint}: arrays of rank {t.rank} are not supported")
                 self.env[id(a)] = Arr(ptr, dims2, strides2, t)
                 self._span[id(self.env[id(a)])] = array_span(b, dims, strides)
+                self._arr_name[id(self.env[id(a)])] = a.name_hint or "?"
                 if self._zero_src is None:
                     self._zero_src = dims[0]
                 self.env[("dims", id(a))] = (dims, strides)
@@ -904,10 +922,21 @@ class GenericLowering:
     def offset_in_span(self, arr: Arr, off: ir.Value) -> ir.Value:
         """Whether element offset ``off`` lies in the array's memory span (the first to the last
         element its shape and strides reach): gathers and scatters never touch memory outside
-        it, whatever the offsets (codegen/span.py)."""
-        lo, hi = self._span[id(arr)]
-        b = self.b
-        return b.and_(b.icmp_signed(">=", off, lo), b.icmp_signed("<=", off, hi))
+        it, whatever the offsets (``array_span``)."""
+        if not self._span_checks:
+            return ir.Constant(ir.IntType(1), 1)
+        return in_span(self.b, off, self._span[id(arr)])
+
+    def checked_lane(self, op, kind: str, arr: Arr, mask: ir.Value, off: ir.Value) -> ir.Value:
+        """i1: the lane accesses element ``off`` (its mask is set and ``off`` is in the span); in
+        debug mode an unmasked lane out of the span is reported (codegen/bounds_debug.py)."""
+        inside = self.offset_in_span(arr, off)
+        if self.debug_sites is not None:
+            if not self.debug_sites or self.debug_sites[-1]["_op"] is not op:
+                self.debug_sites.append({**bounds_debug.site_record(op, kind, self._arr_name[id(arr)]), "_op": op})
+            bounds_debug.emit_report(self.b, self.llfn.args[-1], len(self.debug_sites) - 1,
+                                     self.b.and_(mask, self.b.not_(inside)), off)
+        return self.b.and_(mask, inside)
 
     def op_xetile_load_gather(self, op):
         tile: Tile = self.env[id(op.operands[0])]
@@ -921,7 +950,7 @@ class GenericLowering:
         for r in range(R):
             row = []
             for g in range(self.col_groups(C)):
-                m = b.and_(mask.regs[r][g], self.offset_in_span(tile.arr, tile.offsets.regs[r][g]))
+                m = self.checked_lane(op, "load_gather", tile.arr, mask.regs[r][g], tile.offsets.regs[r][g])
                 idx = b.select(m, tile.offsets.regs[r][g], I64(0))
                 v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mem_type(et)))
                 self.count("gather load")
@@ -938,10 +967,11 @@ class GenericLowering:
         R, C = tile.type.shape
         for r in range(R):
             for g in range(self.col_groups(C)):
-                ok = b.and_(mask.regs[r][g], self.offset_in_span(tile.arr, tile.offsets.regs[r][g]))
+                m = mask.regs[r][g]
                 cv = self.col_valid(C, g)
-                if cv is not None:
-                    ok = b.and_(ok, cv)
+                if cv is not None:   # lanes beyond a narrow tile's columns hold no element
+                    m = b.and_(m, cv)
+                ok = self.checked_lane(op, "store_scatter", tile.arr, m, tile.offsets.regs[r][g])
                 self.count("scatter store")
                 with b.if_then(ok):
                     b.store(self.to_mem(et, val.regs[r][g]), self.elem_ptr(tile.arr, tile.offsets.regs[r][g]))
@@ -1351,9 +1381,14 @@ for _c in ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.
     setattr(GenericLowering, "op_" + _c.replace(".", "_"), GenericLowering.op_cast)
 
 
-def lower(fn: Function, target, num_subgroups: int) -> GenericLowering:
+def lower(fn: Function, target, num_subgroups: int, debug: bool = False,
+          span_checks: bool = True) -> GenericLowering:
     """xetile-sg -> LLVM IR. Returns the lowering object (``.module``, ``.arg_kinds``,
-    ``.arg_plan``, ``.report``)."""
-    lw = GenericLowering(fn, target, num_subgroups)
+    ``.arg_plan``, ``.report``, ``.debug_sites``). ``debug``: report out-of-range gathers and
+    scatters (``XEJIT_DEBUG=1``, codegen/bounds_debug.py); ``span_checks=False`` drops the span
+    check of gathers and scatters -- memory-unsafe, for benchmarks/bench_gather_bounds.py only."""
+    lw = GenericLowering(fn, target, num_subgroups, debug=debug, span_checks=span_checks)
     lw.run()
+    if lw.debug_sites is not None:
+        lw.debug_sites = [{k: v for k, v in s.items() if k != "_op"} for s in lw.debug_sites]
     return lw

@@ -63,6 +63,7 @@ from ..ir.core import (ArrayType, Function, Operation, ScalarType, Value, Vector
                        f32_to_bf16_bits, i1)
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
+from . import bounds_debug
 from . import builtins as bi
 from . import emulation as emu
 from . import lower_generic as _gen
@@ -200,13 +201,20 @@ class XeGPULowering:
         #: id(surface-ok flag) -> True/False inside a versioned loop (see op_scf_for)
         self.versioned: dict[int, bool] = {}
         self.fallbacks: list[str] = []
-        self._span: dict[int, tuple] = {}     # id(Arr) -> (lo, hi) element offsets (array_span)
+        self._span: dict[int, tuple] = {}     # id(Arr) -> (lo, count) element offsets (array_span)
+        self._arr_name: dict[int, str] = {}   # id(Arr) -> argument name
+        #: XEJIT_DEBUG=1: checked gather/scatter sites, reported through a hidden last argument
+        #: (codegen/bounds_debug.py); None when not in debug mode
+        self.debug_sites: list | None = None
+        self.span_checks = True               # False only for benchmarks/bench_gather_bounds.py
 
     # -- setup -------------------------------------------------------------------------------
 
     def run(self) -> ir.Module:
         fn = self.fn
         self.signature, self.arg_plan = kernel_abi(fn)
+        if self.debug_sites is not None:
+            self.signature, self.arg_plan = self.signature + ["ptr"], self.arg_plan + [bounds_debug.PLAN_STEP]
         lltypes = [bi.GLOBAL if k in ("ptr", "ptr_in") else (F32 if k == "f32" else I64)
                    for k in self.signature]
         self.kernel = bi.kernel(self.module, fn.name, lltypes, subgroup_size=self.sg)
@@ -223,6 +231,7 @@ class XeGPULowering:
                 strides = [next(args) for _ in range(t.rank)]
                 self.env[id(a)] = Arr(ptr, dims, strides, t)
                 self._span[id(self.env[id(a)])] = _gen.array_span(self.b, dims, strides)
+                self._arr_name[id(self.env[id(a)])] = a.name_hint or "?"
             else:
                 self.env[id(a)] = next(args)
         self.lane = bi.sub_group_local_id(self.b)
@@ -487,7 +496,10 @@ class XeGPULowering:
             r = _gen.float_to_int(b, self.to_f32(x, src), dl, dst.is_signed)
         elif dst.is_float:
             signed = src.is_signed and src != i1
-            r = b.sitofp(x, ty(F32)) if signed else b.uitofp(x, ty(F32))
+            if src == i1 and n:   # `uitofp <n x i1>` crashes LLVM's SPIR-V backend (found by tests/hostile)
+                r = b.select(x, ir.Constant(ty(F32), [1.0] * n), ir.Constant(ty(F32), [0.0] * n))
+            else:
+                r = b.sitofp(x, ty(F32)) if signed else b.uitofp(x, ty(F32))
             r = self.from_f32(r, dst)
         else:
             sw, dw = reg_type(src).width, dl.width
@@ -992,8 +1004,13 @@ class XeGPULowering:
         ety = reg_type(gtd.type.dtype)
         offs, ms = self._elems(gtd.offsets), self._elems(mask)
         span = self._span[id(gtd.arr)]     # gathers and scatters stay inside the array's memory
-        ms = [b.and_(m, b.and_(b.icmp_signed(">=", o, span[0]), b.icmp_signed("<=", o, span[1])))
-              for o, m in zip(offs, ms)]
+        inside = [_gen.in_span(b, o, span) if self.span_checks else ir.Constant(ir.IntType(1), 1) for o in offs]
+        if self.debug_sites is not None:   # XEJIT_DEBUG=1: report an unmasked lane out of range
+            kind = "load_gather" if store is None else "store_scatter"
+            self.debug_sites.append(bounds_debug.site_record(op, kind, self._arr_name[id(gtd.arr)]))
+            for o, m, ok in zip(offs, ms, inside):
+                bounds_debug.emit_report(b, self.kernel.args[-1], len(self.debug_sites) - 1, b.and_(m, b.not_(ok)), o)
+        ms = [b.and_(m, ok) for m, ok in zip(ms, inside)]
         if store is None:
             pad = _const(gtd.type.dtype, op.attributes.get("padding", 0))
             vals = []
@@ -1514,9 +1531,11 @@ def lower(sg_fn: Function, target: Target | str, ctx: Optional[dict] = None) -> 
 
     ``ctx`` keys (all optional): ``emulate`` (CPU emulation of DPAS / 2D block IO),
     ``num_subgroups``,
-    ``version_loops`` (version k-loops on the 2D block surface checks; default: not when emulating).
+    ``version_loops`` (version k-loops on the 2D block surface checks; default: not when emulating),
+    ``debug`` (XEJIT_DEBUG=1: report out-of-range gathers/scatters, codegen/bounds_debug.py),
+    ``span_checks`` (False drops the span check of gathers/scatters: benchmarks only).
     Returns ``{"xegpu": text, "xegpu_fn": Function, "module": llvmlite module, "extensions",
-    "signature", "arg_plan", "instructions": Counter, "fallbacks": [str], "report": dict}``.
+    "signature", "arg_plan", "instructions": Counter, "fallbacks": [str], "report": dict, "debug_sites"}``.
     """
     ctx = dict(ctx or {})
     tgt = get_target(target) if isinstance(target, str) else target
@@ -1527,6 +1546,9 @@ def lower(sg_fn: Function, target: Target | str, ctx: Optional[dict] = None) -> 
     rep = blocking.BlockingReport()
     xfn = to_xegpu(sg_fn, tgt, report=rep)
     lw = XeGPULowering(xfn, tgt, emulate, nsg, ctx.get("version_loops"))
+    if ctx.get("debug"):
+        lw.debug_sites = []
+    lw.span_checks = ctx.get("span_checks", True)
     module = lw.run()
     fallbacks = [f"{e['loc']}: {e['op']}: {e['instruction']}"
                  f"{' instead of 2D block IO' if e['op'] != 'xetile.tile_mma' else ''}: {e['reason']}"
@@ -1538,7 +1560,7 @@ def lower(sg_fn: Function, target: Target | str, ctx: Optional[dict] = None) -> 
     ext = get_target("generic").spirv_extensions if emulate else tgt.spirv_extensions
     return {"xegpu": print_function(xfn), "xegpu_fn": xfn, "module": module, "extensions": ext,
             "signature": lw.signature, "arg_plan": lw.arg_plan, "instructions": lw.instructions,
-            "fallbacks": fallbacks, "report": rep.as_dict()}
+            "fallbacks": fallbacks, "report": rep.as_dict(), "debug_sites": lw.debug_sites}
 
 
 __all__ = ["lower", "to_xegpu", "XeGPULowering", "kernel_abi", "written_arrays", "reg_type"]

@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import InterpreterError  # a leaf module; see ir/core.py
+from ..errors import InterpreterError, OutOfBoundsError  # a leaf module; see ir/core.py
 from .core import (Block, Function, OP_DEFS, Operation, ScalarType, bf16, bf16_bits_to_f32,
                    f32_to_bf16_bits)
 
@@ -70,6 +70,18 @@ class Buffer:
     @property
     def view2d(self) -> np.ndarray:
         return self.data.reshape(1, -1) if self.data.ndim == 1 else self.data
+
+    def inside(self, offsets: np.ndarray) -> np.ndarray:
+        """Which element offsets name an element of the array (bool, the shape of ``offsets``)."""
+        offs = np.asarray(offsets, dtype=np.int64)
+        strides = [s // self.data.itemsize for s in self.data.strides]
+        ok = np.ones(offs.shape, bool)
+        rem = offs
+        for d in sorted(range(self.data.ndim), key=lambda d: -strides[d]):
+            q = rem // strides[d] if strides[d] else np.zeros_like(rem)
+            rem = rem - q * strides[d]
+            ok &= (q >= 0) & (q < self.data.shape[d])
+        return ok & (rem == 0)
 
     def flat_to_index(self, offsets: np.ndarray) -> tuple[np.ndarray, ...]:
         """Element offsets from the base (in elements, as a kernel computes them from strides)
@@ -124,7 +136,7 @@ class Interpreter:
             try:
                 with np.errstate(all="ignore"):
                     results = rule(self, op, vals)
-            except InterpreterError:
+            except (InterpreterError, OutOfBoundsError):
                 raise
             except Exception as e:  # name the op and the user's line, keep the cause
                 raise InterpreterError(f"{op.loc}: {op.name}: {e}") from e

@@ -275,10 +275,32 @@ def _atomic(it, op, args):
     return [old]
 
 
+def _lanes(op: Operation, tile, mask: np.ndarray, kind: str) -> np.ndarray:
+    """The lanes of a gather/scatter that access memory: masked-in and naming an element of the
+    array, as on the device (out-of-range lanes read the padding / are dropped); under
+    ``XEJIT_DEBUG=1`` an out-of-range masked-in lane is an ``OutOfBoundsError`` (an IndexError)."""
+    mask = np.broadcast_to(mask, tile.elem_offsets.shape)
+    inside = tile.buffer.inside(tile.elem_offsets)
+    bad = mask & ~inside
+    if bad.any():
+        from ..codegen.bounds_debug import debug_enabled
+        if debug_enabled():
+            import linecache
+
+            from ..errors import OutOfBoundsError
+            src = linecache.getline(op.loc.file, op.loc.line).rstrip()
+            raise OutOfBoundsError(
+                f"{op.loc}: {kind} at element offset {int(tile.elem_offsets[bad].flat[0])}, outside the array of "
+                f"shape {tuple(tile.buffer.data.shape)} (XEJIT_DEBUG=1; without it the lane reads the padding / "
+                f"is not written)" + (f"\n{src}" if src else ""))
+    return mask & inside
+
+
 @impl("xetile.load_gather")
 def _load_gather(it, op, args):
     tile, mask = args
     out = _padded(op, tile)
+    mask = _lanes(op, tile, mask, "load_gather")
     if mask.any():
         idx = tile.buffer.flat_to_index(tile.elem_offsets[mask])
         out[mask] = tile.buffer.read(idx)
@@ -288,6 +310,7 @@ def _load_gather(it, op, args):
 @impl("xetile.store_scatter")
 def _store_scatter(it, op, args):
     value, mask, tile = args
+    mask = _lanes(op, tile, mask, "store_scatter")
     if mask.any():
         idx = tile.buffer.flat_to_index(tile.elem_offsets[mask])
         tile.buffer.write(idx, value[mask])
@@ -326,7 +349,9 @@ def _transpose(it, op, args):
     return [np.ascontiguousarray(args[0].T)]
 
 
-REDUCE = {"add": np.sum, "mul": np.prod, "max": np.max, "min": np.min,
+# max / min ignore NaN like the element-wise xl.maximum (arith.maxnumf, C's fmax) and the device
+# lowerings: NaN only where every element is NaN (found by tests/hostile: np.max propagated it)
+REDUCE = {"add": np.sum, "mul": np.prod, "max": np.fmax.reduce, "min": np.fmin.reduce,
           "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce, "xor": np.bitwise_xor.reduce}
 
 
