@@ -1,4 +1,5 @@
-"""Declaring SPIR-V kernels and OpenCL/SPIR-V builtins in an llvmlite module.
+"""Declaring SPIR-V kernels and OpenCL/SPIR-V builtins in an llvmlite module, and the table
+from IR ops to LLVM instructions and builtins that both lowerings (and the passes) use.
 
 Builtins are plain function declarations with Itanium-mangled names and the ``spir_func``
 calling convention; LLVM's SPIR-V backend turns each into its SPIR-V instruction. The table
@@ -150,3 +151,43 @@ def slm_array(module: ir.Module, ty: ir.Type, n: int) -> ir.GlobalVariable:
 def barrier(b: ir.IRBuilder, flags: int = CLK_LOCAL_MEM_FENCE) -> ir.Value:
     """Workgroup barrier with the given memory fence flags."""
     return call(b, declare(b.module, BARRIER, VOID, [I32]), [I32(flags)])
+
+
+# --- IR ops -> LLVM instructions and OpenCL builtins ----------------------------------------------
+# One table for both lowerings and the passes. Float math is done in f32 (16-bit floats are
+# widened and rounded back, like the interpreter).
+
+#: float math ops -> (OpenCL builtin, arity)
+MATH = {"math.exp": ("_Z3expf", 1), "math.exp2": ("_Z4exp2f", 1), "math.log": ("_Z3logf", 1),
+             "math.log2": ("_Z4log2f", 1), "math.sqrt": ("_Z4sqrtf", 1), "math.rsqrt": ("_Z5rsqrtf", 1),
+             "math.tanh": ("_Z4tanhf", 1), "math.sin": ("_Z3sinf", 1), "math.cos": ("_Z3cosf", 1),
+             "math.erf": ("_Z3erff", 1), "math.absf": ("_Z4fabsf", 1), "math.floor": ("_Z5floorf", 1),
+             "math.ceil": ("_Z4ceilf", 1), "arith.maxnumf": ("_Z4fmaxff", 2),
+             "arith.minnumf": ("_Z4fminff", 2), "arith.remf": ("_Z4fmodff", 2),
+             "math.powf": ("_Z3powff", 2)}
+
+#: binary arith ops -> llvmlite IRBuilder method for (float, signed int, unsigned int) operands;
+#: floordiv / smax / smin / umax / umin are built from several instructions
+BINARY = {
+    "arith.addf": ("fadd", None, None), "arith.subf": ("fsub", None, None),
+    "arith.mulf": ("fmul", None, None), "arith.divf": ("fdiv", None, None),
+    "arith.addi": (None, "add", "add"), "arith.subi": (None, "sub", "sub"),
+    "arith.muli": (None, "mul", "mul"), "arith.divsi": (None, "sdiv", "sdiv"),
+    "arith.divui": (None, "udiv", "udiv"), "arith.floordivsi": (None, "floordiv", "floordiv"),
+    "arith.remsi": (None, "srem", "srem"), "arith.remui": (None, "urem", "urem"),
+    "arith.maxsi": (None, "smax", "smax"), "arith.minsi": (None, "smin", "smin"),
+    "arith.maxui": (None, "umax", "umax"), "arith.minui": (None, "umin", "umin"),
+    "arith.andi": (None, "and_", "and_"), "arith.ori": (None, "or_", "or_"),
+    "arith.xori": (None, "xor", "xor"), "arith.shli": (None, "shl", "shl"),
+    "arith.shrsi": (None, "ashr", "ashr"), "arith.shrui": (None, "lshr", "lshr"),
+}
+#: unary ops lowered element-wise
+UNARY = {"arith.negf", "math.absi"}
+
+#: comparison predicates -> llvmlite's spelling
+COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+#: tile_reduce kinds: identity (add, mul, bitwise) and (float op, int op)
+REDUCE_IDENTITY = {"add": 0, "mul": 1, "or": 0, "xor": 0, "and": -1}
+REDUCE_OP = {"add": ("arith.addf", "arith.addi"), "mul": ("arith.mulf", "arith.muli"),
+              "max": ("arith.maxnumf", "arith.maxsi"), "min": ("arith.minnumf", "arith.minsi"),
+              "and": (None, "arith.andi"), "or": (None, "arith.ori"), "xor": (None, "arith.xori")}

@@ -29,6 +29,7 @@ from ..ir.core import Function, Module, VectorType
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
 from . import intel_compiler, spirv
+from .abi import kernel_abi
 from .passes import (CompilerError, cleanup, clone_function, distribute_to_subgroups, pipelining,
                      propagate_layouts)
 from .targets import Target, get_target
@@ -167,11 +168,6 @@ class CompiledKernel:
             lines.append("other loops with DPAS (versions for boundary tiles): " + "; ".join(
                 f"{m.instructions} instructions, {m.per_dpas} per DPAS" for m in others))
         return lines
-
-
-def kernel_abi(fn: Function):
-    from .lower_generic import kernel_abi as _abi
-    return _abi(fn)
 
 
 def _live_tile_bytes(fn: Function, lanes: int, packed: bool) -> int:

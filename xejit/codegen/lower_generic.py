@@ -20,6 +20,9 @@ from ..ir.core import (ArrayType, Function, Operation, ScalarType, TileType,
                        VectorType, bf16, f16, f32, round_to_bf16)
 from . import bounds_debug
 from . import builtins as bi
+from .abi import kernel_abi
+from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
+                            int_to_bool, reg_type, safe_int_division, wrap_signed)
 from .passes.common import CompilerError, written_arrays
 
 #: load GEMM A operands as uniform scalars (broadcast by the FMA) instead of shuffling them
@@ -77,85 +80,6 @@ class Arr:
     type: ArrayType
 
 
-def _splat_like(x: ir.Value, ty: ir.Type, v) -> ir.Constant:
-    """A constant of ``ty`` (scalar) shaped like ``x`` (scalar or vector)."""
-    if isinstance(x.type, ir.VectorType):
-        return ir.Constant(ir.VectorType(ty, x.type.count), [v] * x.type.count)
-    return ir.Constant(ty, v)
-
-
-def float_to_int(b: ir.IRBuilder, x: ir.Value, to: ir.IntType, signed: bool) -> ir.Value:
-    """numpy-compatible where numpy defines it, saturating where it does not: truncate toward
-    zero; to bool, ``x != 0`` (NaN is True); out of range, the type's min / max; NaN to 0. The
-    same rule on every target and in the interpreter (``xetile_semantics.cast_value``)."""
-    fty = x.type.element if isinstance(x.type, ir.VectorType) else x.type
-    if to.width == 1:
-        return b.fcmp_unordered("!=", x, _splat_like(x, fty, 0.0))
-    w = to.width
-    lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
-    over = b.fcmp_ordered(">=", x, _splat_like(x, fty, float(hi + 1)))    # powers of two: exact
-    under = b.fcmp_ordered("<", x, _splat_like(x, fty, float(lo - 1) if signed else -1.0))
-    nan = b.fcmp_unordered("uno", x, x)
-    bad = b.or_(b.or_(over, under), nan)
-    safe = b.select(bad, _splat_like(x, fty, 0.0), x)
-    rty = ir.VectorType(to, x.type.count) if isinstance(x.type, ir.VectorType) else to
-    r = b.fptosi(safe, rty) if signed else b.fptoui(safe, rty)
-    r = b.select(over, _splat_like(x, to, hi), r)
-    return b.select(under, _splat_like(x, to, lo), r)
-
-
-def floor_divide(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    """Signed division rounding toward negative infinity (``arith.floordivsi``, Python's //)."""
-    ity = y.type.element if isinstance(y.type, ir.VectorType) else y.type
-    zero = _splat_like(x, ity, 0)
-    q, r = b.sdiv(x, y), b.srem(x, y)
-    adj = b.and_(b.icmp_signed("!=", r, zero),
-                 b.icmp_signed("!=", b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
-    return b.sub(q, b.zext(adj, x.type))
-
-
-def safe_int_division(b: ir.IRBuilder, f, x: ir.Value, y: ir.Value, signed: bool) -> ir.Value:
-    """``f(x, y)`` for an integer division or remainder with numpy's results where LLVM has
-    undefined behaviour: a zero divisor gives 0 (numpy warns; the device cannot), and
-    ``MIN // -1`` wraps to MIN (remainder 0). The divisor is replaced by 1 in both cases."""
-    ity = y.type.element if isinstance(y.type, ir.VectorType) else y.type
-    zero = b.icmp_signed("==", y, _splat_like(y, ity, 0))
-    bad = zero
-    if signed:
-        lowest = -(1 << (ity.width - 1))
-        bad = b.or_(zero, b.and_(b.icmp_signed("==", x, _splat_like(x, ity, lowest)),
-                                 b.icmp_signed("==", y, _splat_like(y, ity, -1))))
-    r = f(x, b.select(bad, _splat_like(y, ity, 1), y))
-    return b.select(zero, _splat_like(y, ity, 0), r)
-
-
-def int_to_bool(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """numpy's int -> bool: ``x != 0`` (not the lowest bit)."""
-    ity = x.type.element if isinstance(x.type, ir.VectorType) else x.type
-    return b.icmp_unsigned("!=", x, _splat_like(x, ity, 0))
-
-
-def array_span(b: ir.IRBuilder, dims: list, strides: list) -> tuple[ir.Value, ir.Value]:
-    """(lowest element offset, number of offsets up to the highest) an array of these i64 dims
-    and strides reaches; 0 offsets for an empty array. Computed once per kernel; see
-    :func:`in_span` for the check."""
-    lo, hi, empty = I64(0), I64(0), ir.Constant(ir.IntType(1), 0)
-    for d, st in zip(dims, strides):
-        far = b.mul(b.sub(d, I64(1)), st)
-        neg = b.icmp_signed("<", far, I64(0))
-        lo = b.add(lo, b.select(neg, far, I64(0)))
-        hi = b.add(hi, b.select(neg, I64(0), far))
-        empty = b.or_(empty, b.icmp_signed("<=", d, I64(0)))
-    return lo, b.select(empty, I64(0), b.add(b.sub(hi, lo), I64(1)))
-
-
-def in_span(b: ir.IRBuilder, off: ir.Value, span: tuple[ir.Value, ir.Value]) -> ir.Value:
-    """i1: element offset ``off`` (i64) lies in ``span`` (:func:`array_span`). One subtraction
-    and one unsigned compare: below ``lo`` (or beyond by 2**63 and more) wraps to a huge number."""
-    lo, count = span
-    return b.icmp_unsigned("<", b.sub(off, lo), count)
-
-
 @dataclass
 class Tile:
     arr: Arr
@@ -172,13 +96,6 @@ class Tile:
                     self.offsets.rebuild(vals[2:]) if self.offsets is not None else None)
 
 
-def reg_type(t: ScalarType) -> ir.Type:
-    """LLVM type of a value of ``t`` in registers (all floats as f32)."""
-    if t.is_float:
-        return F32
-    return {1: I1, 8: I8, 16: I16, 32: I32, 64: I64}[t.bitwidth]
-
-
 def mem_type(t: ScalarType) -> ir.Type:
     """LLVM type of an element of ``t`` in memory (bf16 as 16-bit words)."""
     if t == f32:
@@ -190,18 +107,6 @@ def mem_type(t: ScalarType) -> ir.Type:
     return {1: I8, 8: I8, 16: I16, 32: I32, 64: I64}[t.bitwidth]
 
 
-_OCL_MATH = {"math.exp": ("_Z3expf", 1), "math.exp2": ("_Z4exp2f", 1), "math.log": ("_Z3logf", 1),
-             "math.log2": ("_Z4log2f", 1), "math.sqrt": ("_Z4sqrtf", 1), "math.rsqrt": ("_Z5rsqrtf", 1),
-             "math.tanh": ("_Z4tanhf", 1), "math.sin": ("_Z3sinf", 1), "math.cos": ("_Z3cosf", 1),
-             "math.erf": ("_Z3erff", 1), "math.absf": ("_Z4fabsf", 1), "math.floor": ("_Z5floorf", 1),
-             "math.ceil": ("_Z4ceilf", 1), "arith.maxnumf": ("_Z4fmaxff", 2),
-             "arith.minnumf": ("_Z4fminff", 2), "arith.remf": ("_Z4fmodff", 2),
-             "math.powf": ("_Z3powff", 2)}
-_FCMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_REDUCE_IDENTITY = {"add": 0, "mul": 1, "or": 0, "xor": 0, "and": -1}
-_REDUCE_OP = {"add": ("arith.addf", "arith.addi"), "mul": ("arith.mulf", "arith.muli"),
-              "max": ("arith.maxnumf", "arith.maxsi"), "min": ("arith.minnumf", "arith.minsi"),
-              "and": (None, "arith.andi"), "or": (None, "arith.ori"), "xor": (None, "arith.xori")}
 
 
 @dataclass
@@ -211,7 +116,7 @@ class LoweringReport:
     regs_bytes_per_lane: int = 0
 
 
-class GenericLowering:
+class GenericLowering(LoweringBase):
     """Lowers one subgroup-level function; ``module`` is the llvmlite module after :meth:`run`."""
 
     def __init__(self, fn: Function, target, num_subgroups: int, debug: bool = False,
@@ -274,8 +179,7 @@ class GenericLowering:
         self.written = written_arrays(self.fn)
 
     # --- small helpers ------------------------------------------------------------------------
-    def err(self, op: Operation, msg: str) -> CompilerError:
-        return CompilerError(f"{msg} (generic target)", op)
+    error_suffix = " (generic target)"
 
     def count(self, what: str, n: int = 1) -> None:
         self.report.instructions[what] += n
@@ -322,20 +226,7 @@ class GenericLowering:
             return ir.Constant(F32, float(np.float32(v)))
         if t.bitwidth == 1:
             return I1(1 if value else 0)
-        return ir.Constant(reg_type(t), _signed(int(value), t.bitwidth))
-
-    def round_to(self, t: ScalarType, v: ir.Value) -> ir.Value:
-        """Round an f32 register to the precision of ``t`` (bf16: nearest-even; f16: fptrunc)."""
-        b = self.b
-        if t == f16:
-            return b.fpext(b.fptrunc(v, F16), F32)
-        if t == bf16:
-            bits = b.bitcast(v, I32)
-            lsb = b.and_(b.lshr(bits, I32(16)), I32(1))
-            r = b.and_(b.add(b.add(bits, I32(0x7FFF)), lsb), I32(0xFFFF0000 - (1 << 32)))
-            isnan = b.fcmp_unordered("uno", v, v)
-            return b.bitcast(b.select(isnan, I32(0x7FC00000), r), F32)
-        return v
+        return ir.Constant(reg_type(t), wrap_signed(int(value), t.bitwidth))
 
     def to_mem(self, t: ScalarType, v: ir.Value) -> ir.Value:
         b = self.b
@@ -357,9 +248,6 @@ class GenericLowering:
         if t.bitwidth == 1:
             return b.icmp_unsigned("!=", v, I8(0))
         return v
-
-    def call(self, name: str, ret: ir.Type, args: list[ir.Value]) -> ir.Value:
-        return bi.call(self.b, bi.declare(self.module, name, ret, [a.type for a in args]), args)
 
     def fma(self, a, b_, c):
         fn = self.module.globals.get("llvm.fma.f32")
@@ -401,18 +289,7 @@ class GenericLowering:
                 return None
             if op.name == "scf.yield":
                 return [self.env[id(v)] for v in op.operands]
-            handler = getattr(self, "op_" + op.name.replace(".", "_"), None)
-            if handler is None:
-                if op.name in _OCL_MATH or op.name in _BINARY_LL or op.name in _UNARY_LL:
-                    handler = self.op_elementwise
-                else:
-                    raise self.err(op, f"'{op.name}' is not supported")
-            try:
-                res = handler(op)
-            except CompilerError:
-                raise
-            except Exception as e:  # name the op and the user's line around any lowering bug
-                raise CompilerError(f"lowering failed: {type(e).__name__}: {e}", op) from e
+            res = self.lower_op(op)
             if res is not None:
                 for r, v in zip(op.results, res if isinstance(res, list) else [res]):
                     self.env[id(r)] = v
@@ -491,13 +368,13 @@ class GenericLowering:
         rt = op.result.type.dtype if isinstance(op.result.type, VectorType) else op.result.type
         name = op.name
         b = self.b
-        if name in _OCL_MATH:
-            fname, n = _OCL_MATH[name]
+        if name in bi.MATH:
+            fname, n = bi.MATH[name]
             if not et.is_float:
                 raise self.err(op, f"'{name}' on {et}")
             return self._map(op, lambda *xs: self.round_to(rt, self.call(fname, F32, list(xs))))
-        if name in _BINARY_LL:
-            fl, signed, unsigned = _BINARY_LL[name]
+        if name in bi.BINARY:
+            fl, signed, unsigned = bi.BINARY[name]
             if et.is_float:
                 f = getattr(b, fl)
                 return self._map(op, lambda x, y: self.round_to(rt, f(x, y)))
@@ -512,7 +389,7 @@ class GenericLowering:
             if sname in ("sdiv", "udiv", "srem", "urem"):
                 return self._map(op, lambda x, y: safe_int_division(b, f, x, y, sname[0] == "s"))
             return self._map(op, lambda x, y: f(x, y))
-        if name in _UNARY_LL:
+        if name in bi.UNARY:
             if name == "arith.negf":
                 return self._map(op, lambda x: b.fneg(x))
             if name == "math.absi":
@@ -525,14 +402,14 @@ class GenericLowering:
         b = self.b
         if pred == "ne":
             return self._map(op, lambda x, y: b.fcmp_unordered("!=", x, y))
-        return self._map(op, lambda x, y: b.fcmp_ordered(_FCMP[pred], x, y))
+        return self._map(op, lambda x, y: b.fcmp_ordered(bi.COMPARE[pred], x, y))
 
     def op_arith_cmpi(self, op):
         pred = op.attributes["predicate"]
         et = op.operands[0].type
         et = et.dtype if isinstance(et, VectorType) else et
         cmp = self.b.icmp_signed if et.is_signed else self.b.icmp_unsigned
-        return self._map(op, lambda x, y: cmp(_FCMP[pred], x, y))
+        return self._map(op, lambda x, y: cmp(bi.COMPARE[pred], x, y))
 
     def op_arith_select(self, op):
         return self._map(op, lambda c, x, y: self.b.select(c, x, y))
@@ -880,7 +757,7 @@ class GenericLowering:
                 with b.if_then(ok):
                     ptr = self.elem_ptr(tile.arr, self._addr(tile, r, self.col_index(C, g)))
                     if et.is_float:
-                        old = self._cas_loop(ptr, v, kind)
+                        old = self.cas_loop(ptr, v, kind)
                         self.count("atomic CAS loop (f32)")
                     else:
                         llop = {"add": "add", "max": "max" if et.is_signed else "umax",
@@ -896,28 +773,6 @@ class GenericLowering:
                 phi.add_incoming(ir.Constant(v.type, 0), pre)
                 olds.append(phi)
         return Vec((R, C), et, [olds[r * G:(r + 1) * G] for r in range(R)])
-
-    def _cas_loop(self, ptr, v, kind):
-        b = self.b
-        init = b.bitcast(b.load(ptr, typ=F32), I32)
-        pre = b.block
-        loop = b.append_basic_block("cas")
-        done = b.append_basic_block("cas_done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        cur = b.phi(I32)
-        cur.add_incoming(init, pre)
-        curf = b.bitcast(cur, F32)
-        new = {"add": lambda: b.fadd(curf, v), "mul": lambda: b.fmul(curf, v),
-               "max": lambda: self.call("_Z4fmaxff", F32, [curf, v]),
-               "min": lambda: self.call("_Z4fminff", F32, [curf, v]), "xchg": lambda: v}[kind]()
-        pair = b.cmpxchg(ptr, cur, b.bitcast(new, I32), "monotonic", "monotonic")
-        seen = b.extract_value(pair, 0)
-        okv = b.extract_value(pair, 1)
-        cur.add_incoming(seen, loop)
-        b.cbranch(okv, done, loop)
-        b.position_at_end(done)
-        return curf
 
     def offset_in_span(self, arr: Arr, off: ir.Value) -> ir.Value:
         """Whether element offset ``off`` lies in the array's memory span (the first to the last
@@ -997,7 +852,7 @@ class GenericLowering:
         def prep(x, t):
             if isint:
                 return b.sext(x, I32) if t.is_signed else b.zext(x, I32)
-            return self._tf32(x) if tf32 else x
+            return self.tf32(x) if tf32 else x
         lazy = isinstance(A, LazyTile) or isinstance(B, LazyTile)
         Bp = None if isinstance(B, LazyTile) else [[prep(x, B.dtype) for x in row] for row in B.regs]
 
@@ -1136,42 +991,6 @@ class GenericLowering:
         self.count("masked load (boundary path)")
         return b.select(ok, v, lt.pad)
 
-    def _tf32(self, x):
-        b = self.b
-        u = b.bitcast(x, I32)
-        r = b.and_(b.add(b.add(u, I32(0xFFF)), b.and_(b.lshr(u, I32(13)), I32(1))), I32(0xFFFFE000 - (1 << 32)))
-        return b.bitcast(r, F32)
-
-    def _combine(self, kind: str, et: ScalarType, x, y):
-        name = _REDUCE_OP[kind][0 if et.is_float else 1]
-        b = self.b
-        if name is None:
-            raise CompilerError(f"reduction <{kind}> on {et} is not supported")
-        if et.is_float:
-            if name in _OCL_MATH:
-                return self.round_to(et, self.call(_OCL_MATH[name][0], F32, [x, y]))
-            return self.round_to(et, getattr(b, _BINARY_LL[name][0])(x, y))
-        sname = _BINARY_LL[name][1 if et.is_signed else 2]
-        if sname in ("smax", "smin", "umax", "umin"):
-            cmp = b.icmp_signed if sname[0] == "s" else b.icmp_unsigned
-            return b.select(cmp(">" if sname.endswith("max") else "<", x, y), x, y)
-        return getattr(b, sname)(x, y)
-
-    def _identity(self, kind, et):
-        if kind in ("max", "min"):
-            if et.is_float:
-                return ir.Constant(F32, float("-inf") if kind == "max" else float("inf"))
-            bits = et.bitwidth
-            if et.is_signed:
-                v = -(1 << (bits - 1)) if kind == "max" else (1 << (bits - 1)) - 1
-            else:
-                v = 0 if kind == "max" else (1 << bits) - 1
-            return ir.Constant(reg_type(et), _signed(v, bits))
-        v = _REDUCE_IDENTITY[kind]
-        if et.is_float:
-            return ir.Constant(F32, float(v))
-        return ir.Constant(reg_type(et), _signed(v, et.bitwidth))
-
     def op_xetile_tile_reduce(self, op):
         X: Vec = self.env[id(op.operands[0])]
         kind = op.attributes["kind"]
@@ -1183,9 +1002,9 @@ class GenericLowering:
         if dim == 0:
             regs = list(X.regs[0])
             for r in range(1, R):
-                regs = [self._combine(kind, et, x, y) for x, y in zip(regs, X.regs[r])]
+                regs = [self.combine(kind, et, x, y) for x, y in zip(regs, X.regs[r])]
             return Vec((1, C), et, [regs])
-        ident = self._identity(kind, et)
+        ident = self.identity(kind, et)
         out = []
         for r in range(R):
             acc = None
@@ -1194,11 +1013,11 @@ class GenericLowering:
                 cv = self.col_valid(C, g)
                 if cv is not None:
                     v = b.select(cv, v, ident)
-                acc = v if acc is None else self._combine(kind, et, acc, v)
+                acc = v if acc is None else self.combine(kind, et, acc, v)
             step = 1
             while step < self.S:
                 other = self.shuffle(acc, b.xor(self.lane32, I32(step)))
-                acc = self._combine(kind, et, acc, other)
+                acc = self.combine(kind, et, acc, other)
                 step *= 2
             out.append([acc])
         self.count("butterfly reduction rows", R)
@@ -1329,52 +1148,7 @@ class GenericLowering:
         return vals[0]
 
 
-def kernel_abi(fn: Function, written: set[int] | None = None) -> tuple[list[str], list[tuple[int, str, str]]]:
-    """The kernel ABI (docs/compiler.md): runtime argument kinds and the expansion plan
-    ``(python_param_index, kind, what)``, what in ptr / shape<d> / stride<d> / value."""
-    written = written_arrays(fn) if written is None else written
-    kinds: list[str] = []
-    plan: list[tuple[int, str, str]] = []
-    for i, a in enumerate(fn.args):
-        t = a.type
-        if isinstance(t, ArrayType):
-            kind = "ptr" if id(a) in written else "ptr_in"
-            kinds.append(kind)
-            plan.append((i, kind, "ptr"))
-            for w in ("shape", "stride"):
-                for d in range(t.rank):
-                    kinds.append("i64")
-                    plan.append((i, "i64", f"{w}{d}"))
-        elif isinstance(t, ScalarType):
-            k = "f32" if t.is_float else "i64"
-            kinds.append(k)
-            plan.append((i, k, "value"))
-        else:
-            raise CompilerError(f"kernel argument {fn.arg_names[i]} of type {t} is not supported")
-    return kinds, plan
 
-
-def _signed(v: int, bits: int) -> int:
-    """``v`` wrapped to ``bits`` bits, as the signed number LLVM's constant syntax wants."""
-    v &= (1 << bits) - 1
-    return v - (1 << bits) if bits > 1 and v >= 1 << (bits - 1) else v
-
-
-# (float op, signed int op, unsigned int op)
-_BINARY_LL = {
-    "arith.addf": ("fadd", None, None), "arith.subf": ("fsub", None, None),
-    "arith.mulf": ("fmul", None, None), "arith.divf": ("fdiv", None, None),
-    "arith.addi": (None, "add", "add"), "arith.subi": (None, "sub", "sub"),
-    "arith.muli": (None, "mul", "mul"), "arith.divsi": (None, "sdiv", "sdiv"),
-    "arith.divui": (None, "udiv", "udiv"), "arith.floordivsi": (None, "floordiv", "floordiv"),
-    "arith.remsi": (None, "srem", "srem"), "arith.remui": (None, "urem", "urem"),
-    "arith.maxsi": (None, "smax", "smax"), "arith.minsi": (None, "smin", "smin"),
-    "arith.maxui": (None, "umax", "umax"), "arith.minui": (None, "umin", "umin"),
-    "arith.andi": (None, "and_", "and_"), "arith.ori": (None, "or_", "or_"),
-    "arith.xori": (None, "xor", "xor"), "arith.shli": (None, "shl", "shl"),
-    "arith.shrsi": (None, "ashr", "ashr"), "arith.shrui": (None, "lshr", "lshr"),
-}
-_UNARY_LL = {"arith.negf", "math.absi"}
 
 for _c in ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
            "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast"):

@@ -42,7 +42,7 @@ Instructions come from ``emulation.declare_*`` (real builtins, or their emulatio
 butterfly across lanes, row r moved to lane r (the [h, 1] layout); along dim 0: in-lane over
 the rows a lane holds, then a butterfly over the lane groups of narrow blocks. ``atomic_rmw``:
 per-lane atomics on the lane's elements (``atomicrmw`` for 32/64-bit ints, a CAS loop on the bits
-for f32; helpers shared with ``lower_generic``). ``gpu.slm_store`` / ``gpu.slm_load``: per-lane
+for f32; helpers shared with ``lower_generic`` in ``lowering_base``). ``gpu.slm_store`` / ``gpu.slm_load``: per-lane
 stores and loads of the lane's elements (its ``sg_map`` coordinates) into a workgroup array, with
 ``gpu.barrier`` between them (wg_to_sg's exchange for convert_layout, tile_transpose and
 reductions split over subgroups). Unsupported ops (fences and named barriers in user code, ...)
@@ -66,7 +66,9 @@ from ..ir.verifier import verify_function
 from . import bounds_debug
 from . import builtins as bi
 from . import emulation as emu
-from . import lower_generic as _gen
+from .abi import kernel_abi
+from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
+                            int_to_bool, safe_int_division)
 from .passes import blocking, lane_distribution
 from .passes.common import CompilerError, written_arrays
 from .passes.lane_distribution import per_lane_count
@@ -75,20 +77,12 @@ from .targets import Target, check_block_shape, get_target
 F32, F16, I1, I8, I16, I32, I64 = bi.F32, bi.F16, ir.IntType(1), bi.I8, bi.I16, bi.I32, bi.I64
 PRIV = ir.PointerType()
 
-_OCL_MATH = {"math.exp": "_Z3expf", "math.exp2": "_Z4exp2f", "math.log": "_Z3logf",
-             "math.log2": "_Z4log2f", "math.sqrt": "_Z4sqrtf", "math.rsqrt": "_Z5rsqrtf",
-             "math.tanh": "_Z4tanhf", "math.sin": "_Z3sinf", "math.cos": "_Z3cosf",
-             "math.erf": "_Z3erff", "math.absf": "_Z4fabsf", "math.floor": "_Z5floorf",
-             "math.ceil": "_Z4ceilf", "arith.maxnumf": "_Z4fmaxff", "arith.minnumf": "_Z4fminff",
-             "arith.remf": "_Z4fmodff", "math.powf": "_Z3powff"}
-_FBIN = {"arith.addf": "fadd", "arith.subf": "fsub", "arith.mulf": "fmul", "arith.divf": "fdiv"}
-_IBIN = {"arith.addi": "add", "arith.subi": "sub", "arith.muli": "mul", "arith.divsi": "sdiv",
-         "arith.divui": "udiv", "arith.remsi": "srem", "arith.remui": "urem", "arith.andi": "and_",
-         "arith.ori": "or_", "arith.xori": "xor", "arith.shli": "shl", "arith.shrsi": "ashr",
-         "arith.shrui": "lshr"}
-_IMINMAX = {"arith.maxsi": (">", True), "arith.minsi": ("<", True), "arith.maxui": (">", False),
-            "arith.minui": ("<", False)}
-_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+# The shared table (builtins) split the way this lowering emits them.
+_FBIN = {k: v[0] for k, v in bi.BINARY.items() if v[0]}
+_IMINMAX = {k: (">" if v[1].endswith("max") else "<", v[1][0] == "s")
+            for k, v in bi.BINARY.items() if v[1] in ("smax", "smin", "umax", "umin")}
+_IBIN = {k: v[1] for k, v in bi.BINARY.items()
+         if v[1] and k not in _IMINMAX and v[1] != "floordiv"}
 # Per-lane fallback accesses up to this many elements are unrolled (constant buffer indices).
 _UNROLL_ELEMENTS = 128
 
@@ -172,19 +166,12 @@ class Lazy:
     type: VectorType
 
 
-def kernel_abi(fn: Function) -> tuple[list[str], list[tuple[int, str, str]]]:
-    """docs/compiler.md's kernel ABI for an XeGPU function (arrays written through store_nd /
-    store_scatter / atomic_rmw are "ptr", the others "ptr_in")."""
-    from .lower_generic import kernel_abi as abi
-    return abi(fn, written_arrays(fn))
-
-
 # ----------------------------------------------------------------------------------------------
 # The lowering
 # ----------------------------------------------------------------------------------------------
 
 
-class XeGPULowering:
+class XeGPULowering(LoweringBase):
     """XeGPU IR (after lane distribution) -> one SPIR-V kernel in an llvmlite module."""
 
     def __init__(self, fn: Function, target: Target, emulate: bool, num_subgroups: int = 1,
@@ -230,7 +217,7 @@ class XeGPULowering:
                 dims = [next(args) for _ in range(t.rank)]
                 strides = [next(args) for _ in range(t.rank)]
                 self.env[id(a)] = Arr(ptr, dims, strides, t)
-                self._span[id(self.env[id(a)])] = _gen.array_span(self.b, dims, strides)
+                self._span[id(self.env[id(a)])] = array_span(self.b, dims, strides)
                 self._arr_name[id(self.env[id(a)])] = a.name_hint or "?"
             else:
                 self.env[id(a)] = next(args)
@@ -238,16 +225,6 @@ class XeGPULowering:
         self.block(fn.entry)
         self.alloca_b.branch(body)
         return self.module
-
-    def err(self, op: Operation, msg: str) -> CompilerError:
-        return CompilerError(msg, op)
-
-    def instr(self, f: ir.Function) -> ir.Function:
-        """An instruction function from ``emulation``, as declared there. (Marking emulated
-        bodies noinline made the CPU compiler give up on subgroups -- one work-item per
-        subgroup -- since they use subgroup builtins; our own helpers take the lane id as an
-        argument instead.)"""
-        return f
 
     def guarded(self, ok: ir.Value, instruction, in_code) -> None:
         """``if ok: instruction() else: in_code()``: the 2D block instruction when the surface
@@ -275,19 +252,7 @@ class XeGPULowering:
             if op.name == "func.return":
                 self.b.ret_void()
                 return None
-            h = getattr(self, "op_" + op.name.replace(".", "_"), None)
-            if h is None:
-                if op.name in _FBIN or op.name in _IBIN or op.name in _IMINMAX or op.name in _OCL_MATH \
-                        or op.name in ("arith.negf", "math.absi"):
-                    h = self.op_elementwise
-                else:
-                    raise self.err(op, f"no XeGPU lowering for '{op.name}' on {self.target.name}")
-            try:
-                h(op)
-            except CompilerError:
-                raise
-            except Exception as e:   # name the op and the user's line around any lowering failure
-                raise CompilerError(f"lowering failed: {type(e).__name__}: {e}", op) from e
+            self.lower_op(op)
         return None
 
     # -- small helpers -------------------------------------------------------------------------
@@ -446,11 +411,11 @@ class XeGPULowering:
             elif n == "arith.negf":
                 r = b.fneg(xs[0])
             else:
-                r = self.per_element(xs, lambda *a: self.ocl(_OCL_MATH[n], list(a)))
+                r = self.per_element(xs, lambda *a: self.ocl(bi.MATH[n][0], list(a)))
             r = self.from_f32(r, t)
         else:
             if n in ("arith.divsi", "arith.divui", "arith.remsi", "arith.remui"):
-                r = _gen.safe_int_division(b, getattr(b, _IBIN[n]), *xs, n.endswith("si"))
+                r = safe_int_division(b, getattr(b, _IBIN[n]), *xs, n.endswith("si"))
             elif n in _IBIN:
                 r = getattr(b, _IBIN[n])(*xs)
             elif n in _IMINMAX:
@@ -468,14 +433,14 @@ class XeGPULowering:
         t = self.elem_t(op.operands[0])
         a, c = (self.to_f32(self.env[id(v)], t) for v in op.operands)
         pred = op.attributes["predicate"]
-        r = self.b.fcmp_unordered("!=", a, c) if pred == "ne" else self.b.fcmp_ordered(_CMP[pred], a, c)
+        r = self.b.fcmp_unordered("!=", a, c) if pred == "ne" else self.b.fcmp_ordered(bi.COMPARE[pred], a, c)
         self.env[id(op.result)] = r
 
     def op_arith_cmpi(self, op: Operation) -> None:
         t = self.elem_t(op.operands[0])
         a, c = (self.env[id(v)] for v in op.operands)
         f = self.b.icmp_signed if t.is_signed else self.b.icmp_unsigned
-        self.env[id(op.result)] = f(_CMP[op.attributes["predicate"]], a, c)
+        self.env[id(op.result)] = f(bi.COMPARE[op.attributes["predicate"]], a, c)
 
     def op_arith_select(self, op: Operation) -> None:
         c, a, d = (self.env[id(v)] for v in op.operands)
@@ -493,7 +458,7 @@ class XeGPULowering:
         elif src.is_float and dst.is_float:
             r = self.from_f32(self.to_f32(x, src), dst)
         elif src.is_float:
-            r = _gen.float_to_int(b, self.to_f32(x, src), dl, dst.is_signed)
+            r = float_to_int(b, self.to_f32(x, src), dl, dst.is_signed)
         elif dst.is_float:
             signed = src.is_signed and src != i1
             if src == i1 and n:   # `uitofp <n x i1>` crashes LLVM's SPIR-V backend (found by tests/hostile)
@@ -504,7 +469,7 @@ class XeGPULowering:
         else:
             sw, dw = reg_type(src).width, dl.width
             if dw == 1 and sw > 1:
-                r = _gen.int_to_bool(b, x)
+                r = int_to_bool(b, x)
             elif sw == dw:
                 r = x
             elif sw > dw:
@@ -516,7 +481,7 @@ class XeGPULowering:
     def op_arith_floordivsi(self, op: Operation) -> None:
         b = self.b
         a, c = (self.env[id(v)] for v in op.operands)
-        self.env[id(op.result)] = _gen.safe_int_division(b, lambda x, y: _gen.floor_divide(b, x, y), a, c, True)
+        self.env[id(op.result)] = safe_int_division(b, lambda x, y: floor_divide(b, x, y), a, c, True)
 
     # -- blocks ---------------------------------------------------------------------------------
 
@@ -865,9 +830,9 @@ class XeGPULowering:
         else:
             bits, bw, bh, cnt = xg.block_params(op)
             kind = xg.block_op_kind(op)
-            f = self.instr(emu.declare_block_load(self.module, self.target, bits, bw, bh, cnt,
+            f = emu.declare_block_load(self.module, self.target, bits, bw, bh, cnt,
                                        transform=(kind == "load_transform"),
-                                       transpose=(kind == "load_transpose"), emulate=self.emulate))
+                                       transpose=(kind == "load_transpose"), emulate=self.emulate)
             var = emu.BlockVariant(kind, self.sg, bits, bw, bh, cnt)
             if var.lane_elems() != per * cnt or var.lane_bits != unit.width:
                 raise self.err(op, f"internal: 2D block {kind} gives {var.lane_elems()} x "
@@ -970,7 +935,7 @@ class XeGPULowering:
             self.scatter_block(td, vt, x, td.row, td.col)
             return
         bits, bw, bh, cnt = xg.block_params(op)
-        f = self.instr(emu.declare_block_store(self.module, self.target, bits, bw, bh, cnt, emulate=self.emulate))
+        f = emu.declare_block_store(self.module, self.target, bits, bw, bh, cnt, emulate=self.emulate)
         var = emu.BlockVariant("store", self.sg, bits, bw, bh, cnt)
         lane_ty = ir.IntType(var.lane_bits)
         buf = self.alloca(ir.VectorType(lane_ty, var.lane_elems()))
@@ -988,7 +953,7 @@ class XeGPULowering:
         if self.target.block_io is None:
             return
         bits, bw, bh, cnt = xg.block_params(op)
-        f = self.instr(emu.declare_block_prefetch(self.module, self.target, bits, bw, bh, cnt, emulate=self.emulate))
+        f = emu.declare_block_prefetch(self.module, self.target, bits, bw, bh, cnt, emulate=self.emulate)
         base, wid, hei, pit, coord, ok = self.surface(td, bits // 8, bits // 8)
         self.guarded(ok, lambda: bi.call(self.b, f, [base, wid, hei, pit, coord]), lambda: None)
         self.instructions["2d_block_prefetch"] += 1
@@ -1004,7 +969,7 @@ class XeGPULowering:
         ety = reg_type(gtd.type.dtype)
         offs, ms = self._elems(gtd.offsets), self._elems(mask)
         span = self._span[id(gtd.arr)]     # gathers and scatters stay inside the array's memory
-        inside = [_gen.in_span(b, o, span) if self.span_checks else ir.Constant(ir.IntType(1), 1) for o in offs]
+        inside = [in_span(b, o, span) if self.span_checks else ir.Constant(ir.IntType(1), 1) for o in offs]
         if self.debug_sites is not None:   # XEJIT_DEBUG=1: report an unmasked lane out of range
             kind = "load_gather" if store is None else "store_scatter"
             self.debug_sites.append(bounds_debug.site_record(op, kind, self._arr_name[id(gtd.arr)]))
@@ -1057,17 +1022,8 @@ class XeGPULowering:
         self.scatter_block(td, op.operands[0].type, self.env[id(op.operands[0])], td.row, td.col)
         self.instructions["scatter store (per-lane)"] += 1
 
-    # -- reductions and atomics (helpers shared with lower_generic) -------------------------------
+    # -- reductions and atomics (combine / identity / cas_loop from LoweringBase) -------------------
 
-    def call(self, name: str, ret: ir.Type, args: list) -> ir.Value:
-        return bi.call(self.b, bi.declare(self.module, name, ret, [a.type for a in args]), args)
-
-    def round_to(self, t: ScalarType, v: ir.Value) -> ir.Value:
-        return _gen.GenericLowering.round_to(self, t, v)
-
-    _combine = _gen.GenericLowering._combine
-    _identity = _gen.GenericLowering._identity
-    _cas_loop = _gen.GenericLowering._cas_loop
 
     def _bcast_lane(self, v: ir.Value, lane) -> ir.Value:
         return bi.shuffle(self.b, v, lane, "f32") if v.type == F32 else self._shuffle_any(v, lane)
@@ -1098,10 +1054,10 @@ class XeGPULowering:
             for r in range(h):
                 acc = xs[r * ept]
                 for k in range(1, ept):
-                    acc = self._combine(kind, et, acc, xs[r * ept + k])
+                    acc = self.combine(kind, et, acc, xs[r * ept + k])
                 step = 1
                 while step < sg:
-                    acc = self._combine(kind, et, acc, self._bcast_lane(acc, b.xor(lane, I32(step))))
+                    acc = self.combine(kind, et, acc, self._bcast_lane(acc, b.xor(lane, I32(step))))
                     step *= 2
                 totals.append(acc)
         else:
@@ -1110,7 +1066,7 @@ class XeGPULowering:
             for x in xs:
                 step = 1
                 while step < w:
-                    x = self._combine(kind, et, x, self._bcast_lane(x, b.xor(lane, I32(step))))
+                    x = self.combine(kind, et, x, self._bcast_lane(x, b.xor(lane, I32(step))))
                     step *= 2
                 red.append(x)
             for r in range(h):
@@ -1144,20 +1100,20 @@ class XeGPULowering:
             for k in range(ept):
                 acc = xs[k]
                 for r in range(1, h):
-                    acc = self._combine(kind, et, acc, xs[r * ept + k])
+                    acc = self.combine(kind, et, acc, xs[r * ept + k])
                 cols.append(acc)
         else:
             rpg = sg // w
-            ident = self._identity(kind, et)
+            ident = self.identity(kind, et)
             acc = None
             for e, x in enumerate(xs):
                 if (e + 1) * rpg > h:     # some lanes hold a row past the block
                     row, _ = self.coords((h, w), e)
                     x = b.select(b.icmp_unsigned("<", row, I64(h)), x, ident)
-                acc = x if acc is None else self._combine(kind, et, acc, x)
+                acc = x if acc is None else self.combine(kind, et, acc, x)
             step = w
             while step < sg:
-                acc = self._combine(kind, et, acc, self._bcast_lane(acc, b.xor(self.lane, I32(step))))
+                acc = self.combine(kind, et, acc, self._bcast_lane(acc, b.xor(self.lane, I32(step))))
                 step *= 2
             cols = [acc]
         if et.is_float:
@@ -1317,7 +1273,7 @@ class XeGPULowering:
                 ok = b.and_(ok, b.icmp_unsigned("<", r, I64(h)))
             pre = b.block
             with b.if_then(ok):
-                old = self._cas_loop(ptr, v, kind) if et.is_float else \
+                old = self.cas_loop(ptr, v, kind) if et.is_float else \
                     b.atomic_rmw(llop, ptr, v, "monotonic")
                 inner = b.block
             phi = b.phi(ety)
@@ -1386,7 +1342,7 @@ class XeGPULowering:
         m = a_t.shape[0]
         ty = xg.dpas_type_name(a_t.dtype)
         acc = "i32" if op.result.type.dtype.is_int else "f32"
-        f = self.instr(emu.declare_dpas(self.module, self.target, ty, ty, acc, m, emulate=self.emulate))
+        f = emu.declare_dpas(self.module, self.target, ty, ty, acc, m, emulate=self.emulate)
         at, bt, ct = f.function_type.args
         b = self.b
         a, bb = (b.load(b.gep(x.buf, [I32(x.off)]), typ=ty) if isinstance(x, Lazy) else b.bitcast(x, ty)

@@ -37,8 +37,9 @@ from typing import Any, Optional
 from ... import options
 from ...ir import xetile as xt
 from ...ir.core import (ArrayType, Block, Builder, Function, Operation, Region, TileType, Value,
-                        VectorType, f32, index)
+                        VectorType, f32, i1, index)
 from ...ir.xegpu import TensorDescType, dpas_type_name, vnni_factor, load_result_types
+from ..builtins import REDUCE_OP
 from ..targets import Target, check_block_shape
 from .common import CompilerError
 
@@ -685,9 +686,8 @@ class _Blocker:
             raise self.err(op, f"tile_reduce over dims {dims} is not supported on DPAS targets")
         if src.packed:
             raise self.err(op, "tile_reduce of a DPAS B operand is not supported")
-        from ..lower_generic import _REDUCE_OP
         et = op.result.type.dtype
-        comb = _REDUCE_OP[kind][0 if et.is_float else 1]
+        comb = REDUCE_OP[kind][0 if et.is_float else 1]
         if comb is None:
             raise self.err(op, f"tile_reduce <{kind}> on {et} is not supported")
         if not et.is_float and not et.is_signed and kind in ("max", "min"):
@@ -775,7 +775,7 @@ class _Blocker:
         p = td.plan
         if p.kind != "gather" or (val.bh, val.bw) != (p.bh, p.bw) or val.packed:
             raise self.err(op, "atomic value and tile are blocked differently")
-        from ...ir.core import i1
+
         mask = self.create("arith.constant", [], [VectorType((p.bh, p.bw), i1)], {"value": True},
                            loc=op.loc).result
         nr, nc = p.shape[0] // p.bh, p.shape[1] // p.bw
