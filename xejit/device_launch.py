@@ -153,9 +153,12 @@ def usable_entry(blob: bytes, num_args: int) -> tuple[dict, bytes] | tuple[None,
 
 
 def clear_memory_caches() -> None:
-    """Forget compiled kernels held in this process (the on-disk cache is kept)."""
+    """Forget compiled kernels held in this process (the on-disk cache is kept), and the
+    prepared launches made from them (``xejit.launch_plan``)."""
+    from . import launch_plan
     _memo.clear()
     _fast.clear()
+    launch_plan.invalidate()
 
 
 def _facts(x):
@@ -236,20 +239,23 @@ def _is_host_tensor(x) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr") and x.device.type == "cpu"
 
 
-def compile_and_launch(kernel, module: Module, grid: tuple[int, ...], args: list, options: dict) -> None:
+def compile_and_launch(kernel, module: Module, grid: tuple[int, ...], args: list, options: dict) -> tuple | None:
     """Compile ``module`` for the launch's device (cached) and run it on ``grid`` workgroups, on
-    the queue of the arguments (see :func:`launch_queue`) or the default device's."""
+    the queue of the arguments (see :func:`launch_queue`) or the default device's.
+
+    Returns (queue, runtime kernel, argument plan, workgroup size), or None for an empty grid."""
     grid = tuple(int(g) for g in grid)
     if not 1 <= len(grid) <= 3:
         raise ArgumentError(f"grid must have 1 to 3 sizes, got {grid}")
     fn = module.functions[0]
     device, queue = launch_queue(list(args), list(fn.arg_names), getattr(kernel, "__name__", fn.name))
     if any(g == 0 for g in grid):
-        return
-    rk, sig, plan, wg = compiled(kernel, module, options, device)
+        return None
+    rk, _, plan, wg = compiled(kernel, module, options, device)
     block = tuple(wg[:len(grid)])
     # The runtime takes OpenCL order (it reverses for dpctl's SYCL ranges): program_id(0) is axis 0.
     rk.launch(grid, block, *expand_args(plan, list(args)), queue=queue)
+    return queue, rk, plan, wg
 
 
 __all__ = ["compile_and_launch", "compiled", "clear_memory_caches", "expand_args", "cache_key", "usable_entry",

@@ -127,8 +127,9 @@ class _Marshalled:
     copy_back: list = field(default_factory=list)  # (usm numpy view, user array)
 
 
-#: id(numpy array in USM) -> (weak reference to it, queue, the USM argument dpctl takes): an
-#: array's memory never moves, so a relaunch with the same array skips the owner search
+#: id(numpy array in USM) -> (weak reference to it, queue, the USM argument dpctl takes, its
+#: address % 16): an array's memory never moves (numpy cannot rebind ``data``), so a relaunch
+#: with the same array skips the owner search
 _zero_copy: dict[int, tuple] = {}
 
 
@@ -138,14 +139,32 @@ def _forget(ref, key: int) -> None:
         del _zero_copy[key]
 
 
-def _remember_zero_copy(arr: np.ndarray, queue, arg) -> None:
+def _remember_zero_copy(arr: np.ndarray, queue, arg, ptr: int) -> tuple | None:
     try:
         ref = weakref.ref(arr, lambda r, k=id(arr): _forget(r, k))
     except TypeError:
-        return
+        return None
     if len(_zero_copy) > 1024:
         _zero_copy.clear()
-    _zero_copy[id(arr)] = (ref, queue, arg)
+    entry = _zero_copy[id(arr)] = (ref, queue, arg, ptr % 16)
+    return entry
+
+
+def zero_copy_entry(arr: np.ndarray, queue, ptr: int) -> tuple | None:
+    """The remembered zero-copy entry (see ``_zero_copy``) of a numpy array at address ``ptr`` in
+    USM memory of ``queue``'s context, made now; None when it is not such an array (it would be
+    staged). The caller has checked its layout (``xejit.launch_plan``: same strides as a launch
+    that passed the checks)."""
+    import dpctl.memory as dm
+
+    owner = _usm_owner(arr)
+    if owner is None:
+        return None
+    same_context, base = _usm_info(owner, queue)
+    if not same_context or min(arr.strides, default=0) < 0:
+        return None
+    arg = owner if ptr == base else dm.as_usm_memory(_Interior(ptr, _span(arr), queue))
+    return _remember_zero_copy(arr, queue, arg, ptr)
 
 
 def usm_memory(value, queue, name: str):
@@ -228,7 +247,7 @@ def _marshal(kernel: "Kernel", values: Sequence, queue=None) -> _Marshalled:
                 else:
                     out.args.append(dm.as_usm_memory(_Interior(ptr, _span(arr), queue)))
                 if arr is value:
-                    _remember_zero_copy(arr, queue, out.args[-1])
+                    _remember_zero_copy(arr, queue, out.args[-1], ptr)
                 continue
             # Staged with the array's own strides (column-major, padded pitch): the kernel gets
             # the strides of the caller's array.
