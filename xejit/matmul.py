@@ -551,7 +551,8 @@ def _matmul(a: Any, b: Any, bias: Any, activation: str | None, out: Any) -> Any:
             return out
     a_full, b_full = _expand(a2, batch + (M, K)), _expand(b2, batch + (K, N))
     for idx in itertools.product(*(range(s) for s in batch)):
-        ai, bi, ci = a_full[idx], b_full[idx], c_full[idx]
+        # (no batch: the arrays themselves, not x[()] views, so a relaunch knows them: launch_plan)
+        ai, bi, ci = (a_full[idx], b_full[idx], c_full[idx]) if idx else (a_full, b_full, c_full)
         ai = ai if _is_2d_ok(ai) else _contiguous(ai)
         bi = bi if _is_2d_ok(bi) else _contiguous(bi)
         if _is_2d_ok(ci):
