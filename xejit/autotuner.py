@@ -324,6 +324,19 @@ def _zero(x: Any) -> None:
         x[...] = 0
 
 
+@functools.lru_cache(maxsize=4096)
+def _ndarray_key(dtype: np.dtype, shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple | None:
+    """(dtype name, memory order) of a numpy array in the tuning key (what :func:`specialize_arg`
+    gives it), or None for an array a kernel does not take."""
+    from .ir.core import scalar_type_from_numpy
+    from .jit import memory_order
+    try:
+        dt = scalar_type_from_numpy(dtype)
+        return dt.name, memory_order(shape, tuple(s // dtype.itemsize for s in strides))
+    except (KeyError, XejitError):
+        return None
+
+
 class Autotuner:
     """A kernel wrapped by :func:`autotune`; launch it like the kernel: ``tuned[grid](*args)``.
 
@@ -404,6 +417,11 @@ class Autotuner:
                     parts.append((name, repr(v)))
                 continue
             if v is None or isinstance(v, (bool, int, float, str, np.integer, np.floating)):
+                continue
+            if type(v) is np.ndarray:   # the common case, memoized (dtype and order only)
+                got = _ndarray_key(v.dtype, v.shape, v.strides)
+                if got is not None:
+                    parts.append((name, *got))
                 continue
             try:
                 spec = specialize_arg(v)

@@ -26,6 +26,7 @@ import hashlib
 import inspect
 import operator
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -123,7 +124,8 @@ def specialize_arg(x: Any) -> ArraySpec | str:
         return "int"
     if isinstance(x, (float, np.floating)):
         return "float"
-    if isinstance(x, np.ma.MaskedArray):
+    ma = sys.modules.get("numpy.ma")   # (np.ma would import numpy.ma, ~50 ms, on first use)
+    if ma is not None and isinstance(x, ma.MaskedArray):
         raise XejitTypeError("masked arrays are not supported (a kernel would ignore the mask); pass "
                              "x.filled(value) or x.data")
     if isinstance(x, (np.ndarray, _usm_array_type())) or _is_torch(x) or hasattr(x, "__array_interface__"):

@@ -54,6 +54,13 @@ def launch_env() -> tuple:
     return tuple(os.environ.get(n) for n in _ENV_NAMES)
 
 
+def raw_env(name: str) -> bytes | str | None:
+    """The raw value of one environment variable, read as cheaply as :func:`launch_env` does."""
+    if _ENV_DATA is not None:
+        return _ENV_DATA.get(os.environ.encodekey(name))   # type: ignore[attr-defined]
+    return os.environ.get(name)
+
+
 def plan_key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
     """(key, per-array facts) of a call, or None when it cannot use a plan (an argument other
     than a numpy array, an int, a float or a positional constexpr). An array's facts are its
@@ -288,4 +295,4 @@ class LaunchPlan:
         return True
 
 
-__all__ = ["MAX_PLANS", "LaunchPlan", "invalidate", "launch_env", "plan_key", "remember", "try_launch"]
+__all__ = ["MAX_PLANS", "LaunchPlan", "invalidate", "launch_env", "plan_key", "raw_env", "remember", "try_launch"]
