@@ -331,9 +331,6 @@ class Kernel:
             if mod is not None:   # a global it read changed: rebuilt (Triton's rule: the values
                 self._reads.pop(id(mod), None)      # of used globals are part of the key)
                 self._written.pop(id(mod), None)
-            if self.interpret is not True and not _interpret_env():
-                from .codegen.spirv import prestart_emitter
-                prestart_emitter()   # the SPIR-V emission worker starts up while the frontend runs
             attrs = {"num_subgroups": options["num_subgroups"], "num_stages": options["num_stages"],
                      "grf_mode": options["grf_mode"]}
             reads: list = []
