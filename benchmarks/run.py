@@ -313,7 +313,29 @@ def launch_overhead(n: int) -> dict:
     k = rk
     bare = timed(lambda: q.submit(k.sycl_kernel, raw, glob, local).wait())
     xej = timed(lambda: (add1[grid](x, y, BN=bn, num_subgroups=1), q.wait()))
-    return {"launches": n, "bare_dpctl_us": bare, "xejit_us": xej, "overhead_us": xej - bare}
+    out = {"launches": n, "bare_dpctl_us": bare, "xejit_us": xej, "overhead_us": xej - bare}
+    out.update(matmul_overhead(timed))
+    return out
+
+
+def matmul_overhead(timed: Callable) -> dict:
+    """``xejit.matmul`` on a cached 64^3 fp32 shape (USM operands, a new result each call) against
+    ``kernel[grid](...)`` of the GEMM kernel with the config it chose, into a preallocated result."""
+    import xejit
+    import xejit.language as xl
+    from xejit.matmul import gemm_tuner
+    from xejit.runtime import usm
+    m = 64
+    rng = np.random.default_rng(1)
+    a, b = (usm.asarray(rng.standard_normal((m, m)).astype(np.float32)) for _ in range(2))
+    c = usm.empty((m, m), np.float32)
+    xejit.matmul(a, b)
+    tuner = gemm_tuner()
+    meta = tuner.best_config.all_kwargs()
+    grid = (xejit.cdiv(m, meta["BM"]), xejit.cdiv(m, meta["BN"]))
+    direct = timed(lambda: tuner.kernel[grid](a, b, c, c, m, m, m, ACC=xl.float32, HAS_BIAS=False, ACT=None, **meta))
+    mm = timed(lambda: xejit.matmul(a, b))
+    return {"matmul_64_us": mm, "gemm_kernel_launch_64_us": direct}
 
 
 # --- first-call latency -----------------------------------------------------------------------
@@ -448,7 +470,10 @@ def main(argv: list[str] | None = None) -> dict:
         results["launch_overhead"] = unavailable(XEJIT_REASON or "not measured under the interpreter")
     lo = results["launch_overhead"]
     print("launch: " + (f"bare dpctl {lo['bare_dpctl_us']:.1f} us, xejit {lo['xejit_us']:.1f} us "
-                        f"(+{lo['overhead_us']:.1f} us), median of {lo['launches']}"
+                        f"(+{lo['overhead_us']:.1f} us, {lo['xejit_us'] / lo['bare_dpctl_us']:.2f}x), "
+                        f"median of {lo['launches']}; xejit.matmul 64^3 {lo['matmul_64_us']:.1f} us, "
+                        f"its GEMM kernel[grid] {lo['gemm_kernel_launch_64_us']:.1f} us "
+                        f"({lo['matmul_64_us'] / lo['gemm_kernel_launch_64_us']:.2f}x)"
                         if "xejit_us" in lo else lo["unavailable"]))
 
     if use_xejit:

@@ -32,11 +32,11 @@ Example:
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import numpy as np
 
+from . import options
 from .errors import XejitTypeError, XejitValueError
 from .matmul import _dtype_name, _empty_like_kind, _is_torch
 
@@ -62,7 +62,7 @@ def head_pad(d: int) -> int:
 
 
 def tune_limit() -> int | None:
-    v = os.environ.get("XEJIT_ATTENTION_TUNE", "").strip().lower()
+    v = options.current().attention_tune or ""
     if v in ("", "all", "default"):
         return None
     try:
@@ -92,8 +92,8 @@ def attention_tuner(target: str | None = None):
     limit = tune_limit()
     tuner = _TUNERS.get((target, limit))
     if tuner is None:
-        warmup = float(os.environ.get("XEJIT_ATTENTION_TUNE_WARMUP_MS", 10))
-        rep = float(os.environ.get("XEJIT_ATTENTION_TUNE_REP_MS", 40))
+        opts = options.current()
+        warmup, rep = opts.attention_tune_warmup_ms, opts.attention_tune_rep_ms
         tuner = autotune(configs_for(target), key=["Sq", "Sk"], warmup=warmup, rep=rep,
                          prune_configs_by={"early_config_prune": _prune},
                          restore_value=["o", "lse"])(attn_fwd_kernel)

@@ -36,7 +36,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import statistics
 import sys
 import time
@@ -46,6 +45,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from . import options
 from .errors import XejitError
 
 __all__ = ["Config", "Autotuner", "autotune", "TuningRecord", "do_bench", "gemm_resources",
@@ -286,10 +286,6 @@ class TuningRecord:
     from_disk: bool = False
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "0") not in ("", "0", "false", "False")
-
-
 def _is_usm_array(x: Any) -> bool:
     from .runtime.usm_array import UsmArray
     return isinstance(x, UsmArray)
@@ -322,6 +318,19 @@ def _zero(x: Any) -> None:
         x.zero_()
     else:
         x[...] = 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _ndarray_key(dtype: np.dtype, shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple | None:
+    """(dtype name, memory order) of a numpy array in the tuning key (what :func:`specialize_arg`
+    gives it), or None for an array a kernel does not take."""
+    from .ir.core import scalar_type_from_numpy
+    from .jit import memory_order
+    try:
+        dt = scalar_type_from_numpy(dtype)
+        return dt.name, memory_order(shape, tuple(s // dtype.itemsize for s in strides))
+    except (KeyError, XejitError):
+        return None
 
 
 class Autotuner:
@@ -405,6 +414,11 @@ class Autotuner:
                 continue
             if v is None or isinstance(v, (bool, int, float, str, np.integer, np.floating)):
                 continue
+            if type(v) is np.ndarray:   # the common case, memoized (dtype and order only)
+                got = _ndarray_key(v.dtype, v.shape, v.strides)
+                if got is not None:
+                    parts.append((name, *got))
+                continue
             try:
                 spec = specialize_arg(v)
             except XejitError:
@@ -454,7 +468,7 @@ class Autotuner:
         from .runtime.cache import key_of
         # the kernel's source hash covers the helpers and kernels it calls, transitively
         return key_of("xejit-autotune-v1", __version__, self.kernel.source_hash, self._device_identity(),
-                      os.environ.get("XEJIT_EMULATE", ""), tuple(c._identity() for c in self.configs),
+                      options.current().emulate or "", tuple(c._identity() for c in self.configs),
                       key)
 
     def prune(self, named: dict[str, Any], kwargs: dict[str, Any] | None = None,
@@ -528,7 +542,7 @@ class Autotuner:
         return good, pruned
 
     def _tune(self, key: tuple, args, kwargs, named, grid) -> Config:
-        verbose = _env_flag("XEJIT_PRINT_AUTOTUNING")
+        verbose = options.current().print_autotuning
         disk_key = self._disk_key(key) if self.cache_results else None
         if disk_key is not None:
             record = self._load(disk_key, key)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from typing import Any
 
 import numpy as np
 
+from . import options
 from .codegen import bounds_debug
 from .codegen.compiler import compile_kernel
 from .errors import ArgumentError
@@ -66,7 +66,7 @@ def cache_key(kernel, module: Module, target: str, options: dict, emulate: bool)
 def emulated_target() -> str | None:
     """The target ``XEJIT_EMULATE`` names (None when unset or empty); an unknown name is a
     ValueError listing the known targets, before anything is compiled."""
-    name = os.environ.get("XEJIT_EMULATE")
+    name = options.current().emulate
     if not name:
         return None
     from .codegen.targets import TARGETS
@@ -171,10 +171,13 @@ def _sites_ok(sites: Any) -> bool:
 
 
 def clear_memory_caches() -> None:
-    """Forget compiled kernels held in this process (the on-disk cache is kept)."""
+    """Forget compiled kernels held in this process (the on-disk cache is kept), and the
+    prepared launches made from them (``xejit.launch_plan``)."""
+    from . import launch_plan
     _memo.clear()
     _fast.clear()
     _debug_sites.clear()
+    launch_plan.invalidate()
 
 
 def _facts(x):
@@ -259,27 +262,30 @@ def _is_host_tensor(x) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr") and x.device.type == "cpu"
 
 
-def compile_and_launch(kernel, module: Module, grid: tuple[int, ...], args: list, options: dict) -> None:
+def compile_and_launch(kernel, module: Module, grid: tuple[int, ...], args: list, options: dict) -> tuple | None:
     """Compile ``module`` for the launch's device (cached) and run it on ``grid`` workgroups, on
-    the queue of the arguments (see :func:`launch_queue`) or the default device's."""
+    the queue of the arguments (see :func:`launch_queue`) or the default device's.
+
+    Returns (queue, runtime kernel, argument plan, workgroup size), or None for an empty grid."""
     grid = tuple(int(g) for g in grid)
     if not 1 <= len(grid) <= 3:
         raise ArgumentError(f"grid must have 1 to 3 sizes, got {grid}")
     fn = module.functions[0]
     device, queue = launch_queue(list(args), list(fn.arg_names), getattr(kernel, "__name__", fn.name))
     if any(g == 0 for g in grid):
-        return
-    rk, sig, plan, wg = compiled(kernel, module, options, device)
+        return None
+    rk, _, plan, wg = compiled(kernel, module, options, device)
     block = tuple(wg[:len(grid)])
     # The runtime takes OpenCL order (it reverses for dpctl's SYCL ranges): program_id(0) is axis 0.
     sites = _debug_sites.get(id(rk))
     if sites is None:
         rk.launch(grid, block, *expand_args(plan, list(args)), queue=queue)
-        return
+        return queue, rk, plan, wg
     buf = bounds_debug.new_buffer()     # XEJIT_DEBUG=1: did a lane go out of range?
     rk.launch(grid, block, *expand_args(plan, list(args), buf), queue=queue)
     shapes = {fn.arg_names[i]: np.shape(a) for i, a in enumerate(args) if isinstance(a, np.ndarray)}
     bounds_debug.raise_if_reported(buf, sites, getattr(kernel, "__name__", fn.name), shapes)
+    return None   # not prepared: every debug launch needs its own report buffer
 
 
 __all__ = ["compile_and_launch", "compiled", "clear_memory_caches", "expand_args", "cache_key", "usable_entry",

@@ -25,16 +25,18 @@ import functools
 import hashlib
 import inspect
 import operator
-import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from . import options
 from .errors import XejitError, XejitTypeError, XejitValueError
 from .frontend.codegen import Param, build_module
 from .ir import Buffer, Interpreter, print_module
 from .ir.core import ArrayType, Module, ScalarType, bf16, f32, index, scalar_type_from_numpy
+from .launch_plan import remember, try_launch
 
 LAUNCH_OPTIONS = {"num_subgroups": None, "num_stages": 3, "grf_mode": "default"}
 GRF_MODES = ("default", "256", "auto")
@@ -122,7 +124,8 @@ def specialize_arg(x: Any) -> ArraySpec | str:
         return "int"
     if isinstance(x, (float, np.floating)):
         return "float"
-    if isinstance(x, np.ma.MaskedArray):
+    ma = sys.modules.get("numpy.ma")   # (np.ma would import numpy.ma, ~50 ms, on first use)
+    if ma is not None and isinstance(x, ma.MaskedArray):
         raise XejitTypeError("masked arrays are not supported (a kernel would ignore the mask); pass "
                              "x.filled(value) or x.data")
     if isinstance(x, (np.ndarray, _usm_array_type())) or _is_torch(x) or hasattr(x, "__array_interface__"):
@@ -175,15 +178,16 @@ def to_interpreter_value(x: Any, spec: Any) -> Any:
 
 
 def _interpret_env() -> bool:
-    return os.environ.get("XEJIT_INTERPRET", "0") not in ("", "0", "false", "False")
+    return options.current().interpret
 
 
 def _compile_and_launch(kernel: "Kernel", module: Module, grid: tuple[int, ...], args: list,
-                        options: dict[str, Any]) -> None:
-    """The device path: compile ``module`` for the current device (cached) and launch it."""
+                        options: dict[str, Any]) -> tuple | None:
+    """The device path: compile ``module`` for the current device (cached) and launch it;
+    returns what :func:`xejit.device_launch.compile_and_launch` returns."""
     from .device_launch import compile_and_launch
 
-    compile_and_launch(kernel, module, grid, args, options)
+    return compile_and_launch(kernel, module, grid, args, options)
 
 
 def dependency_hash(fn: Callable) -> str:
@@ -271,6 +275,7 @@ class Kernel:
         self._quick: dict[Any, tuple] = {}   # _quick_key -> (params, options, module, runtime positions)
         self._written: dict[int, tuple] = {}  # id(module) -> (module, positions of written arrays)
         self._reads: dict[int, tuple] = {}    # id(module) -> (module, the GlobalReads it was built with)
+        self._plans: dict[Any, Any] = {}      # prepared launches (xejit.launch_plan)
         functools.update_wrapper(self, fn)
 
     @functools.cached_property
@@ -449,10 +454,13 @@ class Kernel:
         return args, kwargs
 
     def run(self, *args, grid: Any, **kwargs) -> None:
+        if self._plans and try_launch(self, args, kwargs, grid):
+            return   # a prepared launch (xejit.launch_plan): same argument signature as an earlier call
         if not all(type(a) is np.ndarray or type(a) is int or type(a) is float for a in args) or \
                 any(k not in self.constexprs and k not in LAUNCH_OPTIONS for k in kwargs):
             args, kwargs = self._device_args(args, kwargs)
         qk = self._quick_key(args, kwargs)
+        call_kwargs = dict(kwargs)   # as given: bind() takes the launch options out of kwargs
         hit = self._quick.get(qk) if qk is not None else None
         if hit is not None and id(hit[2]) in self._reads and not self._globals_unchanged(hit[2]):
             hit = None   # a global the kernel read changed: the full path rebuilds it
@@ -487,7 +495,10 @@ class Kernel:
             vals = [to_interpreter_value(v, spec) for v, spec in runtime]
             Interpreter().run_grid(mod.functions[0], grid, vals)
         else:
-            _compile_and_launch(self, mod, grid, runtime_values, options)
+            launched = _compile_and_launch(self, mod, grid, runtime_values, options)
+            if launched is not None:
+                remember(self, args, call_kwargs, mod, launched, runtime_pos, self._written_positions(mod),
+                         {p.name: p.value for p in params if p.is_constexpr})
 
 
 def launch_grid(grid: Any, name: str) -> tuple[int, ...]:

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from . import options
 from .errors import XejitTypeError, XejitValueError
 
 __all__ = ["matmul", "ACTIVATIONS", "gemm_tuner", "MatmulError"]
@@ -224,7 +225,7 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, **_):
 def tune_limit(target: str) -> int | None:
     """How many configs a new shape runs (``XEJIT_MATMUL_TUNE``: 0 = no trials, take the best
     ranked config; N = the N best ranked; ``all``); default: all."""
-    v = os.environ.get("XEJIT_MATMUL_TUNE", "").strip().lower()
+    v = options.current().matmul_tune or ""
     if v in ("", "default"):
         return None
     if v == "all":
@@ -243,8 +244,8 @@ def gemm_tuner(target: str | None = None):
     limit = tune_limit(target)
     tuner = _TUNERS.get((target, limit))
     if tuner is None:
-        warmup = float(os.environ.get("XEJIT_MATMUL_TUNE_WARMUP_MS", 10))
-        rep = float(os.environ.get("XEJIT_MATMUL_TUNE_REP_MS", 40))
+        opts = options.current()
+        warmup, rep = opts.matmul_tune_warmup_ms, opts.matmul_tune_rep_ms
         prune = {"early_config_prune": _shape_prune}
         if limit is not None:
             prune.update(perf_model=_perf_model, top_k=limit)
@@ -254,7 +255,39 @@ def gemm_tuner(target: str | None = None):
     return tuner
 
 
-def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | None) -> None:
+#: (numpy a and b: dtype, shape, strides; activation; environment) -> _Recipe of an earlier call
+_RECIPES: dict[tuple, tuple] = {}
+
+
+def _recipe_key(a: Any, b: Any, act: str | None) -> tuple:
+    return (a.dtype, a.shape, a.strides, b.dtype, b.shape, b.strides, act, options.raw())
+
+
+def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None) -> np.ndarray | None:
+    """``act(a @ b)`` for 2D numpy operands with the dtypes, shapes, strides and activation of an
+    earlier call (that call checked them and chose the config): the result array and one launch,
+    without re-deriving anything; None when there is no such call, or its tuner or choice has
+    changed since (a retune, ``XEJIT_MATMUL_TUNE``)."""
+    try:
+        r = _RECIPES.get(_recipe_key(a, b, act))
+    except TypeError:
+        return None
+    if r is None:
+        return None
+    tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc = r
+    if _TUNERS.get(tuner_id) is not tuner or tuner.cache.get(tkey) is not config:
+        return None
+    from .runtime import usm
+    c = usm.empty(shape, rdtype)
+    M, K = a.shape
+    tuner.best_config = config
+    tuner.kernel[grid](a, _padded_pitch(b, M), c, c, M, shape[1], K, ACC=acc, HAS_BIAS=False, ACT=act, **meta)
+    return c
+
+
+def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | None,
+            recipe: tuple | None = None) -> None:
+    """Launch the tuned GEMM; ``recipe`` = (key, a, b) of a call :func:`_fast_matmul` may repeat."""
     from .language import cdiv
     M, K = a2.shape
     N = b2.shape[1]
@@ -270,10 +303,22 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         _write(c2, z)
         return
     tuner = gemm_tuner()
+    b_given = b2
     b2 = _padded_pitch(b2, M)
     tuner[lambda meta: (cdiv(M, meta["BM"]), cdiv(N, meta["BN"]))](
         a2, b2, bias if bias is not None else c2, c2, M, N, K,
         ACC=acc, HAS_BIAS=bias is not None, ACT=activation)
+    config = tuner.best_config
+    if recipe is not None and config is not None and config.pre_hook is None and not _interpreting():
+        tuner_id = next((k for k, t in _TUNERS.items() if t is tuner), None)
+        kw = {"ACC": acc, "HAS_BIAS": False, "ACT": activation}
+        tkey = tuner.key_of(tuner._named((a2, b_given, c2, c2, M, N, K), kw))
+        if tuner_id is not None and tuner.cache.get(tkey) is config:
+            meta = config.all_kwargs()
+            grid = (cdiv(M, meta["BM"]), cdiv(N, meta["BN"]))
+            if len(_RECIPES) > 1024:
+                _RECIPES.clear()
+            _RECIPES[recipe] = (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc)
 
 
 _PAD_BYTES = 64
@@ -410,6 +455,12 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
                                       f"{first.sycl_device.filter_string}: mixed devices (or SYCL contexts)")
         res = _matmul(args["a"], args["b"], args.get("bias"), activation, args.get("out"))
         return out if out is not None else _to_caller_kind(res, a)
+    if bias is None and out is None and type(a) is np.ndarray and type(b) is np.ndarray \
+            and a.ndim == 2 and b.ndim == 2 and (activation is None or activation in ACTIVATIONS):
+        c = _fast_matmul(a, b, activation)   # the dtypes, shapes and strides of an earlier call
+        if c is not None:
+            return c
+        return _matmul(a, b, None, activation, None, recipe=_recipe_key(a, b, activation))
     return _matmul(_as_array(a, "a"), _as_array(b, "b"),
                    None if bias is None else _as_array(bias, "bias"), activation, out)
 
@@ -488,7 +539,7 @@ def _result_shape_dtype(a: Any, b: Any) -> tuple[tuple[int, ...], str]:
     return shape, ("int32" if da == "int8" else da)
 
 
-def _matmul(a: Any, b: Any, bias: Any, activation: str | None, out: Any) -> Any:
+def _matmul(a: Any, b: Any, bias: Any, activation: str | None, out: Any, recipe: tuple | None = None) -> Any:
     act = _activation(activation, a)
     shape, rdtype = _result_shape_dtype(a, b)
     if act == "gelu_tanh" and rdtype == "int32":
@@ -551,11 +602,12 @@ def _matmul(a: Any, b: Any, bias: Any, activation: str | None, out: Any) -> Any:
             return out
     a_full, b_full = _expand(a2, batch + (M, K)), _expand(b2, batch + (K, N))
     for idx in itertools.product(*(range(s) for s in batch)):
-        ai, bi, ci = a_full[idx], b_full[idx], c_full[idx]
+        # (no batch: the arrays themselves, not x[()] views, so a relaunch knows them: launch_plan)
+        ai, bi, ci = (a_full[idx], b_full[idx], c_full[idx]) if idx else (a_full, b_full, c_full)
         ai = ai if _is_2d_ok(ai) else _contiguous(ai)
         bi = bi if _is_2d_ok(bi) else _contiguous(bi)
         if _is_2d_ok(ci):
-            _launch(ai, bi, bias, ci, acc, act)
+            _launch(ai, bi, bias, ci, acc, act, recipe if not batch and ai is a and bi is b else None)
         else:
             tmp = _contiguous(ci)
             _launch(ai, bi, bias, tmp, acc, act)

@@ -17,6 +17,11 @@ notebook) is honoured at the next compile or launch, and nothing is parsed twice
 ``XEJIT_TOOLCHAIN_DIR``   where ``python -m xejit toolchain install`` puts Intel's compiler
 ``XEJIT_OCLOC``           an ``ocloc`` to use instead of the installed one
 ``XEJIT_PRINT_AUTOTUNING``  print the autotuner's choice
+``XEJIT_VALIDATE``        run spirv-val on every emitted module (the test suite sets it)
+``XEJIT_MATMUL_TUNE``     ``xejit.matmul``'s tuning (docs/autotune-and-matmul.md), with
+                          ``XEJIT_MATMUL_TUNE_WARMUP_MS`` / ``_REP_MS`` (10 / 40 ms)
+``XEJIT_ATTENTION_TUNE``  the same for ``xejit.attention`` (``XEJIT_ATTENTION_TUNE_WARMUP_MS`` /
+                          ``_REP_MS``)
 ========================  ===============================================================
 
 Flags are off when unset, empty, ``0``, ``false``, ``no`` or ``off`` (any case).
@@ -36,12 +41,35 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Options", "current", "flag"]
+from .errors import XejitValueError
+
+__all__ = ["Options", "current", "flag", "raw"]
 
 _NAMES = ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_DEVICE", "XEJIT_DEBUG", "XEJIT_STRICT",
           "XEJIT_DUMP", "XEJIT_DEVICE_BUILD", "XEJIT_CACHE_DIR", "XEJIT_TOOLCHAIN_DIR", "XEJIT_OCLOC",
-          "XEJIT_PRINT_AUTOTUNING")
+          "XEJIT_PRINT_AUTOTUNING", "XEJIT_VALIDATE", "XEJIT_MATMUL_TUNE", "XEJIT_MATMUL_TUNE_WARMUP_MS",
+          "XEJIT_MATMUL_TUNE_REP_MS", "XEJIT_ATTENTION_TUNE", "XEJIT_ATTENTION_TUNE_WARMUP_MS",
+          "XEJIT_ATTENTION_TUNE_REP_MS")
 _OFF = ("", "0", "false", "no", "off")
+
+# CPython keeps os.environ's contents in a dict of encoded keys; reading it directly is a dict
+# lookup a variable instead of ~1 us (encode, Mapping.get) -- this runs on every launch. Any other
+# os.environ implementation is read through os.environ.get.
+_DATA = getattr(os.environ, "_data", None)
+try:
+    _KEYS = tuple(os.environ.encodekey(n) for n in _NAMES)   # type: ignore[attr-defined]
+except AttributeError:
+    _DATA = None
+if not isinstance(_DATA, dict):
+    _DATA = None
+
+
+def raw() -> tuple:
+    """The raw values of every ``XEJIT_*`` variable (cheap: a key for caches of launch decisions)."""
+    if _DATA is not None:
+        d = _DATA
+        return tuple([d.get(k) for k in _KEYS])
+    return tuple(os.environ.get(n) for n in _NAMES)
 
 
 def flag(value: str | None) -> bool:
@@ -63,10 +91,27 @@ class Options:
     toolchain_dir: Path = Path.home() / ".cache" / "xejit-toolchain"
     ocloc: str | None = None
     print_autotuning: bool = False
+    validate: bool = False
+    matmul_tune: str | None = None
+    matmul_tune_warmup_ms: float = 10.0
+    matmul_tune_rep_ms: float = 40.0
+    attention_tune: str | None = None
+    attention_tune_warmup_ms: float = 10.0
+    attention_tune_rep_ms: float = 40.0
 
 
-def _parse(raw: tuple[str | None, ...]) -> Options:
-    env = dict(zip(_NAMES, raw))
+def _ms(env: dict, name: str, default: float) -> float:
+    v = env[name]
+    if v is None or not v.strip():
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise XejitValueError(f"{name}={v!r} is not a number of milliseconds") from None
+
+
+def _parse(values: tuple) -> Options:
+    env = {n: (v.decode() if isinstance(v, bytes) else v) for n, v in zip(_NAMES, values)}
     defaults = Options()
     return Options(
         interpret=flag(env["XEJIT_INTERPRET"]),
@@ -80,6 +125,13 @@ def _parse(raw: tuple[str | None, ...]) -> Options:
         toolchain_dir=Path(env["XEJIT_TOOLCHAIN_DIR"]) if env["XEJIT_TOOLCHAIN_DIR"] else defaults.toolchain_dir,
         ocloc=env["XEJIT_OCLOC"] or None,
         print_autotuning=flag(env["XEJIT_PRINT_AUTOTUNING"]),
+        validate=flag(env["XEJIT_VALIDATE"]),
+        matmul_tune=(env["XEJIT_MATMUL_TUNE"] or "").strip().lower() or None,
+        matmul_tune_warmup_ms=_ms(env, "XEJIT_MATMUL_TUNE_WARMUP_MS", defaults.matmul_tune_warmup_ms),
+        matmul_tune_rep_ms=_ms(env, "XEJIT_MATMUL_TUNE_REP_MS", defaults.matmul_tune_rep_ms),
+        attention_tune=(env["XEJIT_ATTENTION_TUNE"] or "").strip().lower() or None,
+        attention_tune_warmup_ms=_ms(env, "XEJIT_ATTENTION_TUNE_WARMUP_MS", defaults.attention_tune_warmup_ms),
+        attention_tune_rep_ms=_ms(env, "XEJIT_ATTENTION_TUNE_REP_MS", defaults.attention_tune_rep_ms),
     )
 
 
@@ -89,7 +141,7 @@ _last: tuple[tuple[str | None, ...], Options] | None = None
 def current() -> Options:
     """The options of the current environment (see the module docstring)."""
     global _last
-    raw = tuple(os.environ.get(n) for n in _NAMES)
-    if _last is None or _last[0] != raw:
-        _last = (raw, _parse(raw))
+    values = raw()
+    if _last is None or _last[0] != values:
+        _last = (values, _parse(values))
     return _last[1]

@@ -114,3 +114,36 @@ def test_abi_expansion_and_cache_key():
 ])
 def test_other_kernels_validate(kernel, args, kw):
     validate(compile_kernel(kernel.compile_ir(*args, **kw), "generic").spv)
+
+
+@pytest.mark.parametrize("value,runs", [("1", True), ("0", False), ("", False)])
+def test_spirv_val_runs_only_with_xejit_validate(monkeypatch, value, runs):
+    """spirv-val is the test suite's check (conftest sets XEJIT_VALIDATE=1), not every user's
+    compile; the module is the same either way."""
+    from xejit.codegen import spirv
+    seen = []
+    real = spirv.validate
+    monkeypatch.setattr(spirv, "validate", lambda spv: (seen.append(len(spv)), real(spv))[1])
+    monkeypatch.setenv("XEJIT_VALIDATE", value)
+    ck = compile_kernel(_gemm_ir(), "generic")
+    assert bool(seen) is runs and ("spirv-val" in ck.timings) is runs
+    validate(ck.spv)   # valid either way
+
+
+def test_generic_path_runs_its_pass_list_in_the_emission_worker(monkeypatch):
+    """The generic path's IR is optimised by GENERIC_PASSES in the emission worker (the compiler's
+    process does not load LLVM), the XeGPU path's by O2; the optimised IR comes back with the
+    SPIR-V, smaller than what was sent."""
+    from xejit.codegen import spirv
+    from xejit.codegen.compiler import GENERIC_PASSES
+    sent = []
+    real = spirv._emitter.request
+    monkeypatch.setattr(spirv._emitter, "request", lambda text, ext: (sent.append(text), real(text, ext))[1])
+    ck = compile_kernel(_gemm_ir(), "generic")
+    head, _, body = sent[-1].partition("\n")
+    assert head == ";xejit-opt=" + ",".join(GENERIC_PASSES)
+    assert "define" in ck.asm["llir"] and len(ck.asm["llir"]) < len(body)
+    assert ck.timings["llvm-opt"] > 0
+    validate(ck.spv)
+    compile_kernel(_gemm_ir(), "pvc", emulate=True)
+    assert sent[-1].startswith(";xejit-opt=O2\n")

@@ -213,3 +213,26 @@ def test_tune_limit(monkeypatch):
     monkeypatch.setenv("XEJIT_MATMUL_TUNE", "lots")
     with pytest.raises(xejit.XejitError, match="XEJIT_MATMUL_TUNE"):
         tune_limit("generic")
+
+
+@requires_device
+def test_repeated_calls_reuse_the_choice_and_stay_correct(monkeypatch):
+    """A call with the dtypes, shapes, strides and activation of an earlier one reuses its tuned
+    config, grid and result allocation (xejit.matmul._fast_matmul): new operand values, a
+    transposed operand, another activation and a retune all give the right result."""
+    import importlib
+    mm = importlib.import_module("xejit.matmul")   # (xejit.matmul is also the function)
+    rng = np.random.default_rng(21)
+    a, b = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
+    xejit.matmul(a, b)
+    hits = []
+    real = mm._fast_matmul
+    monkeypatch.setattr(mm, "_fast_matmul", lambda *x: (lambda r: (hits.append(r is not None), r)[1])(real(*x)))
+    for act in (None, None, "relu"):
+        a2, b2 = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
+        check(xejit.matmul(a2, b2, activation=act), reference(a2, b2, None, act), "float32")
+    bt = np.ascontiguousarray(rand(rng, (N, K), "float32")).T   # column-major b: another key
+    check(xejit.matmul(a, bt), reference(a, bt), "float32")
+    gemm_tuner().cache.clear()      # a retune: the remembered choice is not used
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    assert hits == [True, True, False, False, False]

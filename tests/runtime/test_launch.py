@@ -199,3 +199,27 @@ def test_zero_copy_arguments_are_remembered_only_while_the_array_lives():
     gc.collect()
     assert key not in launch._zero_copy
     np.testing.assert_array_equal(y, 2.0)
+
+
+def test_staging_buffers_are_reused_never_shared_within_a_launch(vadd, monkeypatch):
+    """Host arrays are staged in USM buffers kept for later launches (launch._staging): the
+    arrays of one launch never share a buffer, a later launch reuses them, results stay right."""
+    from xejit.runtime import launch
+    monkeypatch.setattr(launch, "_staging", launch._StagingPool())
+    seen = []
+    real = launch._marshal
+
+    def marshal(kernel, values, queue=None):
+        m = real(kernel, values, queue)
+        seen.append([mem._pointer for _, _, mem in m.staging])
+        return m
+    monkeypatch.setattr(launch, "_marshal", marshal)
+    n, rng = 3000, np.random.default_rng(17)
+    for _ in range(3):
+        a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+        c = np.full(n, np.nan, np.float32)
+        vadd.launch((-(-n // 64),), (64,), a, b, c, n, 1.5)
+        np.testing.assert_allclose(c, _ref_vadd(a, b, 1.5), rtol=RTOL_F32, atol=1e-6)
+    assert all(len(set(ptrs)) == 3 for ptrs in seen)          # a, b and c: three buffers
+    assert set(seen[1]) == set(seen[0]) and set(seen[2]) == set(seen[0])   # reused
+    launch.release_staging_buffers()

@@ -11,7 +11,11 @@ from the same never-used state at the cost of a fork (about a millisecond), and 
 LLVM fatal error kills only that child and comes back as an error message.
 
 Protocol on stdin/stdout, every message ``<u64 length><payload>``:
-request ``ext1,ext2\\n<LLVM IR text>``; reply ``K<spv bytes>`` or ``E<error text>``.
+request ``ext1,ext2\\n<LLVM IR text>``; reply ``K<spv bytes>`` or ``E<error text>``. When the IR
+text starts with the comment line ``;xejit-opt=<pipeline>`` (``O2``, or pass names separated by
+commas), the child first runs that LLVM pipeline on the module (``xejit.codegen.compiler.optimize``
+says which) and replies ``O<u64 optimisation ns><u64 n><n bytes of optimised IR text><spv bytes>``:
+the compiler's process then never loads LLVM itself, and the worker's start-up overlaps its stages.
 """
 from __future__ import annotations
 
@@ -44,6 +48,30 @@ def write_message(f, payload: bytes) -> None:
     f.flush()
 
 
+_OPT_PREFIX = ";xejit-opt="
+
+
+def _optimize(llvm, ir_text: str, pipeline: str) -> str:
+    """``ir_text`` after the LLVM pipeline ``pipeline`` (see the module docstring), as text."""
+    mod = llvm.parse_assembly(ir_text)
+    mod.verify()
+    tm = llvm.Target.from_triple(TRIPLE).create_target_machine(opt=2)
+    if pipeline == "O2":   # O2 without vectorizers or unrolling: the device compiler does those
+        pto = llvm.create_pipeline_tuning_options(speed_level=2)
+        pto.loop_vectorization = False
+        pto.slp_vectorization = False
+        pto.loop_unrolling = False
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+    else:
+        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
+        mpm = llvm.create_new_module_pass_manager()
+        for name in pipeline.split(","):
+            getattr(mpm, f"add_{name}_pass")()
+        mpm.run(mod, pb)
+    return str(mod)
+
+
 def _emit(llvm, ext: str, ir_text: str) -> bytes:
     llvm.set_option("", "--spirv-ext=" + ",".join("+" + e for e in ext.split(",") if e))
     # Modules with real 2D block IO: no loop strength reduction (the GPU compiler does its own).
@@ -63,7 +91,17 @@ def _emit(llvm, ext: str, ir_text: str) -> bytes:
 def _child(llvm, request: bytes, wfd: int) -> None:
     ext, _, ir_text = request.partition(b"\n")
     try:
-        reply = b"K" + _emit(llvm, ext.decode(), ir_text.decode())
+        text = ir_text.decode()
+        if text.startswith(_OPT_PREFIX):
+            import time
+            pipeline, _, text = text[len(_OPT_PREFIX):].partition("\n")
+            t0 = time.perf_counter_ns()
+            text = _optimize(llvm, text, pipeline)
+            opt_ns = time.perf_counter_ns() - t0
+            llir = text.encode()
+            reply = b"O" + struct.pack("<QQ", opt_ns, len(llir)) + llir + _emit(llvm, ext.decode(), text)
+        else:
+            reply = b"K" + _emit(llvm, ext.decode(), text)
     except Exception as e:  # parse/verify/emission errors reported by llvmlite
         reply = b"E" + f"{type(e).__name__}: {e}".encode()
     with os.fdopen(wfd, "wb") as w:

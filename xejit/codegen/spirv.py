@@ -27,6 +27,7 @@ from typing import Union
 
 from llvmlite import ir
 
+from .. import options
 from ..errors import SpirvValidationError, ToolError
 
 TRIPLE = "spirv64-unknown-unknown"
@@ -73,7 +74,19 @@ class _Emitter:
         script = os.path.join(os.path.dirname(__file__), "_emitter.py")
         self._proc = subprocess.Popen([sys.executable, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
+    def prestart(self) -> None:
+        """Start the worker now (it imports llvmlite and initialises LLVM, ~0.15 s) so that it is
+        ready when the first module is emitted; returns at once."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+
     def emit(self, ir_text: str, ext: tuple[str, ...]) -> bytes:
+        """The SPIR-V of ``ir_text`` (see ``_emitter.py``)."""
+        return self.request(ir_text, ext)[1:]
+
+    def request(self, ir_text: str, ext: tuple[str, ...]) -> bytes:
+        """The worker's raw reply (``K...`` or ``O...``) to ``ir_text``; errors raise ToolError."""
         from ._emitter import read_message, write_message
 
         request = ",".join(ext).encode() + b"\n" + ir_text.encode()
@@ -89,12 +102,18 @@ class _Emitter:
                     self._proc = None
                     if attempt:
                         raise ToolError("the SPIR-V emission worker died twice in a row") from None
-        if reply[:1] == b"K":
-            return reply[1:]
+        if reply[:1] in (b"K", b"O"):
+            return reply
         raise ToolError(reply[1:].decode(errors="replace"))
 
 
 _emitter = _Emitter()
+
+
+def prestart_emitter() -> None:
+    """Start the SPIR-V emission worker in the background (see :meth:`_Emitter.prestart`): the
+    compiler calls it before its own stages, which then overlap the worker's start-up."""
+    _emitter.prestart()
 
 
 def to_spirv(module: Union[ir.Module, str], extensions: Iterable[str] = ()) -> bytes:
@@ -108,11 +127,36 @@ def to_spirv(module: Union[ir.Module, str], extensions: Iterable[str] = ()) -> b
     if isinstance(module, ir.Module) and not module.triple:
         module.triple = TRIPLE
     text = str(module)
+    _check_extensions(text, ext)
+    return _emitter.emit(text, ext)
+
+
+def optimize_and_emit(module: ir.Module | str, extensions: Iterable[str] = (),
+                      pipeline: str = "O2") -> tuple[str, bytes, float]:
+    """(optimised LLVM IR text, SPIR-V, seconds the optimisation took) for an llvmlite module.
+
+    Both steps run in the emission worker's child (``_emitter.py``), so the compiler's process
+    does not load LLVM. ``pipeline`` is ``"O2"`` (without vectorizers or unrolling) or pass names
+    of llvmlite's ``ModulePassManager`` separated by commas (``xejit.codegen.compiler.GENERIC_PASSES``).
+    """
+    import struct
+
+    ext = tuple(sorted(set(extensions)))
+    if isinstance(module, ir.Module) and not module.triple:
+        module.triple = TRIPLE
+    text = str(module)
+    _check_extensions(text, ext)
+    reply = _emitter.request(f";xejit-opt={pipeline}\n{text}", ext)
+    opt_ns, n = struct.unpack_from("<QQ", reply, 1)
+    llir = reply[17:17 + n].decode()
+    return llir, reply[17 + n:], opt_ns * 1e-9
+
+
+def _check_extensions(text: str, ext: tuple[str, ...]) -> None:
     missing = {n: e for n, e in required_extensions(text).items() if e not in ext}
     if missing:
         lines = "\n".join(f"  {n} needs {e}" for n, e in sorted(missing.items()))
         raise ToolError(f"the module calls builtins whose SPIR-V extensions are not enabled:\n{lines}")
-    return _emitter.emit(text, ext)
 
 
 def tool_path(name: str) -> str:
@@ -179,6 +223,13 @@ def structure_problem(spv: bytes, entry_point: str | None = None) -> str | None:
     if entry_point is not None and entry_point not in names:
         return f"no entry point named {entry_point!r} (entry points: {names})"
     return None
+
+
+def validation_enabled() -> bool:
+    """Whether the compiler runs spirv-val on every module it emits (``XEJIT_VALIDATE=1``; the
+    test suite sets it). Off by default: the validator costs ~100 ms a module, and a module it
+    would reject is a compiler bug the test suite is there to catch."""
+    return options.current().validate
 
 
 def validate(spv: bytes) -> None:

@@ -9,6 +9,8 @@ Example:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .device import Device, default_device
@@ -18,13 +20,18 @@ def empty(shape, dtype, *, order: str = "C", device: Device | None = None) -> np
     """An uninitialised numpy array backed by USM shared memory of ``device``'s queue."""
     import dpctl.memory as dm
 
+    from .launch import _remember_zero_copy
+
     device = device or default_device()
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     dtype = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(int(s) for s in shape)
     mem = dm.MemoryUSMShared(max(n * dtype.itemsize, 1), queue=device.queue)
     flat = np.frombuffer(mem, dtype=dtype, count=n)
-    return flat.reshape(shape, order=order)
+    out = flat.reshape(shape, order=order)
+    # known to launches as zero-copy memory of this queue from the start (no owner search)
+    _remember_zero_copy(out, device.queue, mem, mem._pointer)
+    return out
 
 
 def asarray(x, *, order: str = "K", device: Device | None = None) -> np.ndarray:

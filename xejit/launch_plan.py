@@ -1,0 +1,274 @@
+"""Repeated launches of ``kernel[grid](...)`` without re-deciding anything: prepared launches.
+
+The full launch path binds the arguments, specializes, finds the compiled kernel, picks the queue,
+checks and marshals every argument. When a launch took that path and all its array arguments
+were numpy arrays in USM memory of the launch queue's context (``xejit.runtime.usm``: no copies),
+its decisions are kept as a :class:`LaunchPlan`, keyed by what determines them: each positional
+argument's kind (array dtype, shape, strides and 16-byte alignment; ``int``; ``float``; a
+constexpr's type and value), the keyword arguments (constexprs and launch options, with their
+types), and the environment variables that choose the launch path (:func:`launch_env`). A later
+call with the same key reuses the plan: per call it only reads the arrays' USM memory (cached per
+array object), checks written arrays are still writeable and integers fit their type, and submits.
+Anything unusual (a staged host array, a torch tensor, a device array, a changed global the kernel
+read, cleared compile caches, a value out of range) takes the full path, which raises the errors.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import options
+from .runtime import launch as _rt
+
+#: the most plans one kernel keeps (one per argument signature; a shape is part of it)
+MAX_PLANS = 256
+
+_MISSING = object()
+_generation = [0]   # bumped by invalidate(): plans made before are not used
+
+
+def invalidate() -> None:
+    """Stop using every plan made so far (``xejit.device_launch.clear_memory_caches`` calls it)."""
+    _generation[0] += 1
+
+
+#: the raw values of every XEJIT_* variable: part of a plan's key, read on every launch (any change
+#: of the environment -- XEJIT_DEBUG, XEJIT_EMULATE, ... -- takes the full path again)
+launch_env = options.raw
+
+
+def plan_key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
+    """(key, per-array facts) of a call, or None when it cannot use a plan (an argument other
+    than a numpy array, an int, a float or a positional constexpr). An array's facts are its
+    zero-copy entry (``xejit.runtime.launch._zero_copy``), or its address when it has none yet
+    (its key then names no queue)."""
+    parts: list = []
+    arrays: list = []
+    zc = _rt._zero_copy
+    cpos = kernel._constexpr_positions
+    for i, a in enumerate(args):
+        t = type(a)
+        if i in cpos:
+            parts.append((t, a))
+        elif t is np.ndarray:
+            z = zc.get(id(a))
+            if z is not None and z[0]() is a:
+                parts.append((a.dtype, a.shape, a.strides, z[3], id(z[1])))
+                arrays.append(z)
+            else:   # not seen yet (e.g. a new result array): its queue is found after the lookup
+                ptr = a.__array_interface__["data"][0]
+                parts.append((a.dtype, a.shape, a.strides, ptr % 16, None))
+                arrays.append(ptr)
+        elif t is int or t is float:
+            parts.append(t)
+        else:
+            return None
+    return (launch_env(), tuple(parts), tuple(kwargs.items()), tuple(map(type, kwargs.values()))), arrays
+
+
+def try_launch(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
+    """Launch through a plan if this call has one; False when the call must take the full path.
+
+    (:func:`plan_key` inlined, and the arrays' USM memory collected on the way: every operation
+    here is paid on each launch, and costs about twice what it does in isolation while the OpenCL
+    runtime's worker threads still spin after the previous kernel.)"""
+    parts: list = []
+    mems: list = []
+    zc = _rt._zero_copy
+    cpos = kernel._constexpr_positions
+    for i, a in enumerate(args):
+        t = type(a)
+        if i in cpos:
+            parts.append((t, a))
+        elif t is np.ndarray:
+            z = zc.get(id(a))
+            if z is not None and z[0]() is a:   # (the queue's identity: both hold a reference to it)
+                parts.append((a.dtype, a.shape, a.strides, z[3], id(z[1])))
+                mems.append(z[2])
+            else:
+                return _first_sight(kernel, args, kwargs, grid)
+        elif t is int or t is float:
+            parts.append(t)
+        else:
+            return False
+    env = launch_env()
+    try:
+        plan = kernel._plans.get((env, tuple(parts), tuple(kwargs.items()), tuple(map(type, kwargs.values()))))
+    except TypeError:   # an unhashable constexpr value
+        return False
+    return plan is not None and plan.launch(args, mems, grid)
+
+
+def _first_sight(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
+    """:func:`try_launch` for a call with a numpy array not seen before (e.g. a new result array):
+    the plan found by its key, if the array is USM memory of that plan's queue's context."""
+    got = plan_key(kernel, args, kwargs)
+    if got is None:
+        return False
+    key, arrays = got
+    plans = [p for k, p in list(kernel._plans.items()) if _same_but_queue(k, key)]
+    for plan in plans:
+        mems = []
+        for n, z in enumerate(arrays):
+            if type(z) is int:   # first sight of this array: is it USM memory of the plan's queue's context?
+                z = _rt.zero_copy_entry(args[plan.array_pos[n]], plan.queue, z)
+                if z is None:
+                    break
+            elif z[1] is not plan.queue:
+                break
+            mems.append(z[2])
+        else:
+            return plan.launch(args, mems, grid)
+    return False
+
+
+def _same_but_queue(k: tuple, key: tuple) -> bool:
+    """Whether plan key ``k`` is ``key`` with (possibly) other queues for arrays not seen yet
+    (their queue entry in ``key`` is None)."""
+    if k[0] != key[0] or k[2:] != key[2:] or len(k[1]) != len(key[1]):
+        return False
+    for a, b in zip(k[1], key[1]):
+        if a != b and not (type(a) is tuple and type(b) is tuple and len(a) == 5 and len(b) == 5
+                           and b[4] is None and a[:4] == b[:4]):
+            return False
+    return True
+
+
+def remember(kernel: Any, args: tuple, kwargs: dict, module: Any, launched: tuple | None,
+             runtime_pos: list[int], written: tuple[int, ...], meta: dict) -> None:
+    """Keep a plan for this call, which just took the full path and launched ``launched`` =
+    (queue, runtime kernel, ABI plan, workgroup size), if every argument allows one."""
+    if launched is None or any(i >= len(args) for i in runtime_pos):
+        return
+    if any(k not in kernel.constexprs and k not in _launch_options() for k in kwargs):
+        return
+    got = plan_key(kernel, args, kwargs)
+    if got is None:
+        return
+    queue, rk, abi, wg = launched
+    key, arrays = got
+    for z in arrays:
+        if type(z) is int or z[1] is not queue:   # staged (a host array) or another queue's
+            return
+    plan = LaunchPlan.build(kernel, module, args, queue, rk, abi, wg, runtime_pos, written, meta)
+    if plan is None:
+        return
+    try:
+        if len(kernel._plans) >= MAX_PLANS:
+            kernel._plans.clear()
+        kernel._plans[key] = plan
+    except TypeError:
+        pass
+
+
+def _launch_options():
+    from .jit import LAUNCH_OPTIONS
+    return LAUNCH_OPTIONS
+
+
+def _array_positions(args: tuple, kernel: Any) -> list[int]:
+    cpos = kernel._constexpr_positions
+    return [i for i, a in enumerate(args) if i not in cpos and type(a) is np.ndarray]
+
+
+class LaunchPlan:
+    """What the full path decided for one argument signature; :meth:`launch` replays it."""
+
+    __slots__ = ("array_pos", "checked_writeable", "generation", "kernel", "last_grid", "mem_slots", "meta",
+                 "module", "name", "other_reads", "plain_reads", "queue", "ranges", "scalar_slots", "sycl_kernel",
+                 "template", "wg")
+
+    @classmethod
+    def build(cls, kernel, module, args, queue, rk, abi, wg, runtime_pos, written, meta) -> LaunchPlan | None:
+        p = cls()
+        p.kernel, p.module, p.queue, p.sycl_kernel, p.name = kernel, module, queue, rk.sycl_kernel, rk.name
+        p.wg, p.meta, p.generation = tuple(wg), meta, _generation[0]
+        # the globals the kernel read at compile time: a dict binding checked by identity here,
+        # anything else (closure cells, lists, dicts) by GlobalRead.unchanged()
+        reads = kernel._reads.get(id(module))
+        reads = reads[1] if reads is not None and reads[0] is module else ()
+        p.plain_reads = tuple((r.scope, r.name, r.value) for r in reads
+                              if type(r.scope) is dict and not isinstance(r.value, (list, dict)))
+        p.other_reads = tuple(r for r in reads if not (type(r.scope) is dict and not isinstance(r.value, (list, dict))))
+        p.array_pos = _array_positions(args, kernel)
+        slot_of_array = {pos: n for n, pos in enumerate(p.array_pos)}
+        p.template, p.mem_slots, p.scalar_slots = [], [], []
+        writeable = {runtime_pos[i] for i in written}
+        for slot, ((i, kind, what), sig_kind) in enumerate(zip(abi, rk.signature)):
+            pos = runtime_pos[i]
+            v = args[pos]
+            if what == "ptr":
+                if pos not in slot_of_array:
+                    return None
+                p.mem_slots.append((slot, slot_of_array[pos]))
+                p.template.append(None)
+                if sig_kind == "ptr":
+                    writeable.add(pos)
+            elif what == "value":
+                if sig_kind in ("i32", "i64", "u32", "u64") and type(v) is int:
+                    lo, hi = _rt._INT_RANGE[sig_kind]
+                    p.scalar_slots.append((slot, pos, _rt._SCALARS[sig_kind][0], lo, hi))
+                elif sig_kind in ("f32", "f64") and type(v) is float:
+                    p.scalar_slots.append((slot, pos, _rt._SCALARS[sig_kind][0], None, None))
+                else:
+                    return None
+                p.template.append(None)
+            else:   # a shape or stride: fixed by the key (shape and strides are part of it)
+                if type(v) is not np.ndarray or sig_kind not in ("i32", "i64"):
+                    return None
+                d = int(what[-1])
+                n = v.shape[d] if what.startswith("shape") else v.strides[d] // v.itemsize
+                lo, hi = _rt._INT_RANGE[sig_kind]
+                if not lo <= n <= hi:
+                    return None
+                p.template.append(_rt._SCALARS[sig_kind][0](n))
+        p.checked_writeable = [slot_of_array[pos] for pos in sorted(writeable) if pos in slot_of_array]
+        p.last_grid, p.ranges = None, None
+        return p
+
+    def launch(self, args: tuple, mems: list, grid: Any) -> bool:
+        """Launch with these arguments (of this plan's key) and the USM memory of their arrays."""
+        if self.generation != _generation[0]:
+            return False
+        for scope, name, value in self.plain_reads:
+            if scope.get(name, _MISSING) is not value:
+                return False   # a global the kernel read changed: the full path rebuilds it
+        for r in self.other_reads:
+            if not r.unchanged():
+                return False
+        queue = self.queue
+        for n in self.checked_writeable:
+            if not args[self.array_pos[n]].flags.writeable:
+                return False   # the full path raises the read-only error
+        kargs = self.template.copy()
+        for slot, n in self.mem_slots:
+            kargs[slot] = mems[n]
+        for slot, pos, ctype, lo, hi in self.scalar_slots:
+            v = args[pos]
+            if lo is not None and not lo <= v <= hi:
+                return False
+            kargs[slot] = ctype(v)
+        if type(grid) is not tuple or grid != self.last_grid:
+            if callable(grid):
+                grid = grid(self.meta)
+            from .jit import launch_grid
+            g = launch_grid(grid, self.kernel.fn.__name__)
+            ranges = None if 0 in g else _rt._check_range(g, self.wg[:len(g)], self.name)
+            if type(grid) is tuple:
+                self.last_grid, self.ranges = grid, ranges
+        else:
+            ranges = self.ranges
+        if ranges is None:
+            return True   # an empty grid launches nothing
+        try:
+            # (dpctl's submit() waits itself; the event's wait() would be a second one)
+            queue.submit_async(self.sycl_kernel, kargs, ranges[0], ranges[1]).wait()
+        except Exception as e:  # noqa: BLE001  (dpctl's submit errors become one xejit error type)
+            from .codegen.errors import LaunchError
+            raise LaunchError(f"{self.name}: launch of {ranges[0][::-1]} work-items in workgroups of "
+                              f"{ranges[1][::-1]} failed: {e}") from None
+        return True
+
+
+__all__ = ["MAX_PLANS", "LaunchPlan", "invalidate", "launch_env", "plan_key", "remember", "try_launch"]
