@@ -1,7 +1,7 @@
 """xejit: a Triton-like tile DSL embedded in Python that JIT-compiles to SPIR-V for Intel GPUs."""
 from .runtime import _icd  # noqa: F401  (first: the CPU OpenCL runtime must be visible before dpctl loads)
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402,F401
 
 from . import language  # noqa: E402
 from .errors import CompilationError, OutOfBoundsError, XejitError, XejitTypeError, XejitValueError  # noqa: E402

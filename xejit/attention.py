@@ -39,6 +39,9 @@ import numpy as np
 from . import options
 from .errors import XejitTypeError, XejitValueError
 from .matmul import _dtype_name, _empty_like_kind, _is_torch
+from .autotuner import autotune, current_target
+from .kernels.attention import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_fwd_kernel, configs_for
+from .language import cdiv
 
 __all__ = ["attention", "AttentionError", "attention_tuner"]
 
@@ -86,8 +89,6 @@ def _prune(configs, named, **kwargs):
 
 def attention_tuner(target: str | None = None):
     """The autotuned forward kernel for ``target`` (default: the current device's)."""
-    from .autotuner import autotune, current_target
-    from .kernels.attention import attn_fwd_kernel, configs_for
     target = target or current_target()
     limit = tune_limit()
     tuner = _TUNERS.get((target, limit))
@@ -178,7 +179,6 @@ def forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None,
             want_lse: bool = False) -> tuple[Any, Any]:
     """(out [.., Sq, D] contiguous, lse or None) for checked inputs; lse (when ``want_lse``) is the
     kernel's [Sq, >= B*H] float32 buffer of row log-sum-exps in log2 units, a column per head."""
-    from .language import cdiv
     B, H, Hkv, Sq, Sk, D, dtype = check_inputs(q, k, v, scale)
     shape = tuple(q.shape)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
@@ -244,8 +244,6 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
 def backward_configs(target: str | None = None) -> tuple[dict, dict, Any]:
     """(dq kernel constexprs, dk/dv kernel constexprs, Config) for ``target``: the first forward
     config of the target (not tuned); the dk/dv kernel swaps the roles of BM and BN."""
-    from .autotuner import current_target
-    from .kernels.attention import configs_for
     c = configs_for(target or current_target())[0]
     kw = c.kwargs
     dq = dict(BM=kw["BM"], BN=kw["BN"], SG=kw["SG"], P_SLM=kw["P_SLM"])
@@ -259,8 +257,6 @@ def backward(q: Any, k: Any, v: Any, out: Any, dout: Any, causal: bool, scale: f
     rowsum(dO * O) in torch, then the dq kernel (a program per query block) and the dk/dv kernel
     (a program per key block, summing the G query heads of a key/value head)."""
     import torch
-    from .kernels.attention import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel
-    from .language import cdiv
     B, H, Hkv, Sq, Sk, D, dtype = check_inputs(q, k, v, scale)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)

@@ -47,6 +47,15 @@ import numpy as np
 
 from . import options
 from .errors import XejitError
+from ._version import __version__
+from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
+from .codegen.intel_compiler import find_toolchain
+from .codegen.targets import check_block_shape, get_target
+from .device_launch import emulated_target
+from .ir.core import ScalarType, f32, scalar_type_from_numpy
+from .runtime import default_device
+from .runtime.cache import default_cache, key_of
+from .runtime.usm_array import UsmArray
 
 __all__ = ["Config", "Autotuner", "autotune", "TuningRecord", "do_bench", "gemm_resources",
            "estimate_gemm", "current_target", "OPTION_NAMES"]
@@ -136,17 +145,14 @@ def do_bench(fn: Callable[[], Any], *, warmup: float = 25.0, rep: float = 100.0,
 
 def current_target() -> str:
     """The target configs are checked against: ``XEJIT_EMULATE`` if set, else the default device's."""
-    from .device_launch import emulated_target
     emulate = emulated_target()
     if emulate:
         return emulate
-    from .runtime import default_device
     return default_device().target
 
 
 def _max_workgroup_size() -> int | None:
     try:
-        from .runtime import default_device
         return int(default_device().sycl_device.max_work_group_size)
     except Exception:  # no device: nothing to check against
         return None
@@ -157,10 +163,8 @@ _DPAS_TYPE = {"bf16": "bf16", "f16": "fp16", "f32": "tf32", "i8": "int8", "u8": 
 
 def _elem(x: Any):
     """The xejit ScalarType of an array argument, or of a dtype-like / ScalarType value."""
-    from .ir.core import ScalarType
     if isinstance(x, ScalarType):
         return x
-    from .jit import array_facts
     return array_facts(x)[0]
 
 
@@ -179,7 +183,6 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     operand blocks in registers. Returns ``{"sg_layout", "sg_tile", "bytes", "registers",
     "register_limit", "problems": [reasons the config cannot fit]}``.
     """
-    from .codegen.targets import check_block_shape, get_target
     t = get_target(target) if isinstance(target, str) else target
     nsg = num_subgroups or 1
     a_t, b_t, c_t, acc_t = (_elem(x) for x in (a_type, b_type, c_type, acc_type))
@@ -245,7 +248,6 @@ def gemm_resources(a: str = "a", b: str = "b", c: str = "c", BM: str = "BM", BN:
     """A ``resources`` model for GEMM-like kernels: the names of the A, B, C array arguments and
     of the tile-size and accumulator-type constexprs. See :func:`estimate_gemm`."""
     def model(config: Config, named: dict[str, Any], target: Any) -> list[str]:
-        from .ir.core import f32
         kw = {**named, **config.kwargs}
         est = estimate_gemm(target, kw[BM], kw[BN], kw[BK], config.num_subgroups, config.grf_mode,
                             named[a], named[b], named[c], kw.get(acc) or f32)
@@ -258,7 +260,6 @@ def check_config(config: Config, named: dict[str, Any], target: Any,
                  resources: Callable[..., list[str]] | None,
                  max_workgroup: int | None) -> str | None:
     """None when ``config`` fits ``target``, else the reasons (one line)."""
-    from .codegen.targets import get_target
     t = get_target(target) if isinstance(target, str) else target
     problems: list[str] = []
     nsg = config.num_subgroups or 1
@@ -287,7 +288,6 @@ class TuningRecord:
 
 
 def _is_usm_array(x: Any) -> bool:
-    from .runtime.usm_array import UsmArray
     return isinstance(x, UsmArray)
 
 
@@ -324,8 +324,6 @@ def _zero(x: Any) -> None:
 def _ndarray_key(dtype: np.dtype, shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple | None:
     """(dtype name, memory order) of a numpy array in the tuning key (what :func:`specialize_arg`
     gives it), or None for an array a kernel does not take."""
-    from .ir.core import scalar_type_from_numpy
-    from .jit import memory_order
     try:
         dt = scalar_type_from_numpy(dtype)
         return dt.name, memory_order(shape, tuple(s // dtype.itemsize for s in strides))
@@ -395,7 +393,6 @@ class Autotuner:
     def key_of(self, named: dict[str, Any]) -> tuple:
         """The tuning key: the key arguments' values (an array's shape), every array argument's
         dtype and memory order, and the constexprs given at launch (not tuned)."""
-        from .jit import ArraySpec, specialize_arg
         parts: list[Any] = []
         for k in self.key_names:
             v = named.get(k)
@@ -450,22 +447,18 @@ class Autotuner:
     # --- tuning -------------------------------------------------------------------------------
 
     def _interpreting(self) -> bool:
-        from .jit import _interpret_env
-        return self.kernel.interpret if self.kernel.interpret is not None else _interpret_env()
+        return self.kernel.interpret if self.kernel.interpret is not None else options.current().interpret
 
     def _device_identity(self) -> tuple:
         if self._interpreting():
             return ("interpret",)
         try:
-            from .runtime import default_device
             d = default_device()
             return (d.name, d.target, d.backend, str(d.sycl_device.driver_version))
         except Exception as e:  # no device: the launch itself will say so
             return ("no-device", type(e).__name__)
 
     def _disk_key(self, key: tuple) -> str:
-        from . import __version__
-        from .runtime.cache import key_of
         # the kernel's source hash covers the helpers and kernels it calls, transitively
         return key_of("xejit-autotune-v1", __version__, self.kernel.source_hash, self._device_identity(),
                       options.current().emulate or "", tuple(c._identity() for c in self.configs),
@@ -524,8 +517,6 @@ class Autotuner:
         """Drop the configs Intel's compiler says spill (or use private memory in the hot loop),
         where the target is an Intel GPU and the compiler is installed. When every config does,
         the least bad is kept and the pruned list says so: never silently."""
-        from .codegen.intel_compiler import find_toolchain
-        from .codegen.targets import get_target
         t = get_target(target) if isinstance(target, str) else target
         if self._interpreting() or t.ocloc_device is None or find_toolchain() is None:
             return keep, pruned
@@ -613,7 +604,6 @@ class Autotuner:
         if self._interpreting():
             return None
         try:
-            from .runtime import default_device
             queue = default_device().queue
         except Exception:
             return None
@@ -622,7 +612,6 @@ class Autotuner:
     # --- persistence --------------------------------------------------------------------------
 
     def _store(self, disk_key: str, record: TuningRecord) -> None:
-        from .runtime.cache import default_cache
         payload = {
             "kernel": self.fn.__name__, "key": repr(record.key),
             "best": self.configs.index(record.best),
@@ -635,7 +624,6 @@ class Autotuner:
         default_cache().put(disk_key, json.dumps(payload).encode())
 
     def _load(self, disk_key: str, key: tuple) -> TuningRecord | None:
-        from .runtime.cache import default_cache
         blob = default_cache().get(disk_key)
         if blob is None:
             return None

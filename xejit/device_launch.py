@@ -24,6 +24,17 @@ from .codegen.compiler import compile_kernel
 from .errors import ArgumentError
 from .errors import XejitValueError
 from .ir.core import Module
+from . import launch_plan
+from ._version import __version__
+from .arguments import array_facts
+from .codegen.spirv import structure_problem
+from .codegen.targets import TARGETS
+from .errors import ArgumentValueError
+from .runtime import build_program, default_cache
+from .runtime.cache import key_of
+from .runtime.device import default_device, device_for_queue
+from .runtime.launch import ARG_KINDS, _usm_owner, usm_memory
+from .runtime.usm_array import UsmArray
 
 _memo: dict[str, tuple[Any, tuple, list, tuple]] = {}
 _debug_sites: dict[int, list] = {}   # id(runtime kernel) -> its checked sites (XEJIT_DEBUG=1; kept alive by _memo)
@@ -33,7 +44,6 @@ _fast: dict[tuple, tuple[Module, tuple[Any, tuple, list, tuple]]] = {}
 def _versions() -> tuple[str, str]:
     import llvmlite
 
-    from . import __version__
     return __version__, llvmlite.__version__
 
 
@@ -57,7 +67,6 @@ def compiler_hash() -> str:
 
 
 def cache_key(kernel, module: Module, target: str, options: dict, emulate: bool) -> str:
-    from .runtime.cache import key_of
     return key_of("xejit-spv-v2", getattr(kernel, "source_hash", module.functions[0].name),
                   module.attributes.get("specialization"), target, tuple(sorted(options.items())),
                   emulate, *_versions(), compiler_hash())
@@ -69,7 +78,6 @@ def emulated_target() -> str | None:
     name = options.current().emulate
     if not name:
         return None
-    from .codegen.targets import TARGETS
     if name.lower() not in TARGETS:
         raise XejitValueError(f"XEJIT_EMULATE={name!r} names no target; known targets: {', '.join(TARGETS)}")
     return name
@@ -77,7 +85,6 @@ def emulated_target() -> str | None:
 
 def compiled(kernel, module: Module, options: dict, device=None):
     """(runtime kernel, signature, arg plan, workgroup size) for ``module`` on ``device``."""
-    from .runtime import build_program, default_cache, default_device
 
     device = device or default_device()
     emulate_target = emulated_target()
@@ -135,8 +142,6 @@ def usable_entry(blob: bytes, num_args: int) -> tuple[dict, bytes] | tuple[None,
     import binascii
     import re
 
-    from .codegen.spirv import structure_problem
-    from .runtime.launch import ARG_KINDS
     try:
         meta = json.loads(blob.decode("utf-8"))
         if not isinstance(meta, dict) or not isinstance(meta.get("spv"), str):
@@ -173,7 +178,6 @@ def _sites_ok(sites: Any) -> bool:
 def clear_memory_caches() -> None:
     """Forget compiled kernels held in this process (the on-disk cache is kept), and the
     prepared launches made from them (``xejit.launch_plan``)."""
-    from . import launch_plan
     _memo.clear()
     _fast.clear()
     _debug_sites.clear()
@@ -184,7 +188,6 @@ def _facts(x):
     if type(x) is np.ndarray:   # the common case, without building __array_interface__
         it = x.itemsize
         return x.shape, tuple(s // it for s in x.strides)
-    from .jit import array_facts
     _, shape, strides, _ = array_facts(x)
     return shape, strides
 
@@ -218,9 +221,6 @@ def launch_queue(args: list, names: list[str], where: str):
     queue's device and context: a host array (numpy, a torch CPU tensor) beside a device array is a
     mixed-device error unless it is USM memory of the same context (``xejit.runtime.usm``); an
     array on another device or context is an error naming it."""
-    from .errors import ArgumentValueError
-    from .runtime.device import default_device, device_for_queue
-    from .runtime.usm_array import UsmArray
     first = next((i for i, a in enumerate(args) if isinstance(a, UsmArray)), None)
     if first is None:
         dev = default_device()
@@ -228,7 +228,6 @@ def launch_queue(args: list, names: list[str], where: str):
     queue = args[first].queue
     qdev, qctx = queue.sycl_device, queue.sycl_context
     here = f"{qdev.filter_string} ({qdev.name})"
-    from .runtime.launch import usm_memory
     for i, a in enumerate(args):
         name = f"{where}: argument {names[i]!r}"
         if i == first:
@@ -247,7 +246,6 @@ def launch_queue(args: list, names: list[str], where: str):
             usm_memory(a, queue, name)
         elif isinstance(a, np.ndarray) or _is_host_tensor(a):
             if isinstance(a, np.ndarray):
-                from .runtime.launch import _usm_owner
                 owner = _usm_owner(a)
                 if owner is not None and owner.sycl_context == qctx and owner.sycl_device == qdev:
                     continue

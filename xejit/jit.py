@@ -24,157 +24,27 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import operator
-import sys
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from . import options
+from .arguments import (LAUNCH_OPTIONS, ArraySpec, array_facts, is_read_only, is_torch,  # noqa: F401
+                        launch_grid, memory_order, specialize_arg, to_interpreter_value)
 from .errors import XejitError, XejitTypeError, XejitValueError
 from .frontend.codegen import Param, build_module
-from .ir import Buffer, Interpreter, print_module
-from .ir.core import ArrayType, Module, ScalarType, bf16, f32, index, scalar_type_from_numpy
+from .ir import Interpreter, print_module
+from .ir.core import Module, f32, index
 from .launch_plan import remember, try_launch
+from .codegen.compiler import compile_kernel
+from .codegen.passes.common import written_arrays
+from .device_launch import compile_and_launch, emulated_target
+from .errors import ArgumentValueError
+from .runtime import default_device
+from .runtime.cache import default_cache
+from .runtime.usm_array import UsmArray, from_object, is_device_object
 
-LAUNCH_OPTIONS = {"num_subgroups": None, "num_stages": 3, "grf_mode": "default"}
 GRF_MODES = ("default", "256", "auto")
-
-
-@dataclass(frozen=True)
-class ArraySpec:
-    """The compile-time facts of an array argument (its part of the specialization key)."""
-    dtype: str
-    rank: int
-    order: tuple[int, ...]
-    aligned16: bool
-
-    def ir_type(self) -> ArrayType:
-        return _array_ir_type(self)
-
-
-@functools.lru_cache(maxsize=None)
-def _array_ir_type(spec: ArraySpec) -> ArrayType:
-    from .ir.core import SCALAR_TYPES
-    return ArrayType(SCALAR_TYPES[spec.dtype], spec.rank, spec.order, spec.aligned16)
-
-
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
-
-
-@functools.lru_cache(maxsize=1)
-def _torch_dtypes() -> dict:
-    import torch
-    return {torch.bfloat16: bf16, torch.float16: scalar_type_from_numpy(np.float16),
-            torch.float32: f32, torch.int8: scalar_type_from_numpy(np.int8),
-            torch.uint8: scalar_type_from_numpy(np.uint8), torch.int32: scalar_type_from_numpy(np.int32),
-            torch.int64: scalar_type_from_numpy(np.int64), torch.bool: scalar_type_from_numpy(np.bool_)}
-
-
-def _usm_array_type():
-    from .runtime.usm_array import UsmArray
-    return UsmArray
-
-
-_USM_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "int8": "i8", "uint8": "u8",
-               "int32": "i32", "int64": "i64", "bool": "i1"}
-
-
-def array_facts(x: Any) -> tuple[ScalarType, tuple[int, ...], tuple[int, ...], int]:
-    """(dtype, shape, strides in elements, base address) of a numpy/torch/USM array."""
-    if isinstance(x, _usm_array_type()):   # DLPack / SUAI / torch XPU memory (xejit.runtime.usm_array)
-        from .ir.core import SCALAR_TYPES
-        if x.dtype not in _USM_DTYPES:
-            raise XejitTypeError(f"unsupported array dtype {x.dtype} (kernels take bfloat16, float16, float32, "
-                                 f"int8, uint8, int32, int64 arrays)")
-        return SCALAR_TYPES[_USM_DTYPES[x.dtype]], x.shape, tuple(s // x.itemsize for s in x.strides), x.ptr
-    if _is_torch(x):
-        tmap = _torch_dtypes()
-        if x.dtype not in tmap:
-            raise XejitTypeError(f"unsupported torch dtype {x.dtype}")
-        return tmap[x.dtype], tuple(x.shape), tuple(x.stride()), x.data_ptr()
-    arr = x if isinstance(x, np.ndarray) else np.asarray(x)
-    try:
-        dt = scalar_type_from_numpy(arr.dtype)
-    except KeyError:
-        raise XejitTypeError(f"unsupported array dtype {arr.dtype} (kernels take bfloat16, float16, float32, "
-                         f"int8, uint8, int32, int64 arrays)") from None
-    return (dt, arr.shape, tuple(s // arr.itemsize for s in arr.strides),
-            arr.__array_interface__["data"][0])
-
-
-def memory_order(shape: Sequence[int], strides: Sequence[int]) -> tuple[int, ...]:
-    """(1, 0) for row-major, (0, 1) for column-major 2D arrays (inner dim contiguous)."""
-    if len(shape) == 1:
-        return (0,)
-    if len(shape) == 2:
-        if strides[1] == 1 or shape[1] <= 1 or shape[0] == 0:   # an empty array reads nothing
-            return (1, 0)
-        if strides[0] == 1 or shape[0] == 1:
-            return (0, 1)
-        raise XejitValueError(f"array with strides {list(strides)} has no contiguous dimension; "
-                         f"pass a row- or column-major array (e.g. .contiguous())")
-    return tuple(range(len(shape) - 1, -1, -1))
-
-
-def specialize_arg(x: Any) -> ArraySpec | str:
-    if isinstance(x, bool) or isinstance(x, (int, np.integer)):
-        return "int"
-    if isinstance(x, (float, np.floating)):
-        return "float"
-    ma = sys.modules.get("numpy.ma")   # (np.ma would import numpy.ma, ~50 ms, on first use)
-    if ma is not None and isinstance(x, ma.MaskedArray):
-        raise XejitTypeError("masked arrays are not supported (a kernel would ignore the mask); pass "
-                             "x.filled(value) or x.data")
-    if isinstance(x, (np.ndarray, _usm_array_type())) or _is_torch(x) or hasattr(x, "__array_interface__"):
-        dt, shape, strides, ptr = array_facts(x)
-        order = memory_order(shape, strides)
-        pitch = strides[order.index(max(order))] if len(shape) == 2 else 0  # outer stride
-        aligned = ptr % 16 == 0 and (pitch * dt.itemsize) % 16 == 0
-        return ArraySpec(dt.name, len(shape), order, aligned)
-    raise XejitTypeError(f"unsupported kernel argument of type {type(x).__name__}; pass arrays, "
-                     f"ints, floats or constexpr values")
-
-
-def _is_read_only(x: Any) -> bool:
-    """Whether an array argument is marked read-only (numpy's ``writeable`` flag, the read-only
-    flag of ``__sycl_usm_array_interface__`` / ``__array_interface__``). Torch tensors have none."""
-    if type(x) is np.ndarray:
-        return not x.flags.writeable
-    if isinstance(x, _usm_array_type()):
-        return x.read_only
-    if type(x).__module__.startswith("dpctl.memory"):   # raw allocations flag themselves read-only
-        return False
-    for attr in ("__sycl_usm_array_interface__", "__array_interface__"):
-        iface = getattr(x, attr, None)
-        if isinstance(iface, dict):
-            data = iface.get("data")
-            return isinstance(data, tuple) and len(data) > 1 and bool(data[1])
-    if isinstance(x, np.ndarray):
-        return not x.flags.writeable
-    return False
-
-
-def to_interpreter_value(x: Any, spec: Any) -> Any:
-    """A launch argument as the numpy interpreter holds it (arrays share memory)."""
-    if spec == "int":
-        return np.int64(x)
-    if spec == "float":
-        return np.float32(x)
-    dt = spec.ir_type().dtype
-    if isinstance(x, _usm_array_type()):
-        raise XejitValueError("the interpreter runs on the host: pass host arrays (numpy, CPU tensors), not "
-                              "device (USM / DLPack oneAPI / XPU) arrays")
-    if _is_torch(x):
-        if x.device.type != "cpu":
-            raise XejitValueError("the interpreter runs on the host: pass CPU tensors")
-        t = x.detach()
-        if dt == bf16:
-            return Buffer(t.view(__import__("torch").int16).numpy().view(np.uint16), dt)
-        return Buffer(t.numpy(), dt)
-    return Buffer(np.asarray(x), dt)
 
 
 def _interpret_env() -> bool:
@@ -185,7 +55,6 @@ def _compile_and_launch(kernel: "Kernel", module: Module, grid: tuple[int, ...],
                         options: dict[str, Any]) -> tuple | None:
     """The device path: compile ``module`` for the current device (cached) and launch it;
     returns what :func:`xejit.device_launch.compile_and_launch` returns."""
-    from .device_launch import compile_and_launch
 
     return compile_and_launch(kernel, module, grid, args, options)
 
@@ -369,16 +238,12 @@ class Kernel:
         first use with the options of ``grf_mode``), ``.report()`` and ``.timings``. Arguments
         may be real arrays or anything with the same dtype/rank/layout.
         """
-        from .codegen.compiler import compile_kernel
-        from .runtime.cache import default_cache
 
         params, _, options, key = self.bind(args, kwargs)
         mod = self._module(params, options, key)
         if target is None:
-            from .device_launch import emulated_target
             target = emulated_target()
             if target is None:
-                from .runtime import default_device
                 target = default_device().target
             elif emulate is None:
                 emulate = True
@@ -397,7 +262,7 @@ class Kernel:
         and 16-byte alignment of arrays; values of constexprs; kind of other scalars), or None when
         the call must take the full path (unhashable keyword values, unknown argument kinds)."""
         parts = []
-        usm_type = _usm_array_type()
+        usm_type = UsmArray
         for i, a in enumerate(args):
             t = type(a)
             if i in self._constexpr_positions:
@@ -406,7 +271,7 @@ class Kernel:
                 parts.append((a.dtype.str, a.strides, tuple(d == 1 for d in a.shape), a.ctypes.data % 16))
             elif t is int or t is float:
                 parts.append(t)
-            elif _is_torch(a):
+            elif is_torch(a):
                 parts.append((a.dtype, a.stride(), tuple(d == 1 for d in a.shape), a.data_ptr() % 16,
                               a.device.type))
             elif t is usm_type:   # a device array's view (DLPack / SUAI / XPU)
@@ -424,7 +289,6 @@ class Kernel:
         """Positions (among the runtime arguments) of the arrays ``mod`` writes."""
         hit = self._written.get(id(mod))
         if hit is None or hit[0] is not mod:
-            from .codegen.passes.common import written_arrays
             fn = mod.functions[0]
             ids = written_arrays(fn)
             hit = (mod, tuple(i for i, a in enumerate(fn.args) if id(a) in ids))
@@ -438,10 +302,9 @@ class Kernel:
     def _device_args(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """Arrays in SYCL USM memory described by a protocol (torch XPU tensors, DLPack oneAPI
         exporters, ``__sycl_usm_array_interface__`` objects) as ``UsmArray`` views (no copy)."""
-        from .runtime.usm_array import from_object, is_device_object
 
         def conv(v, name):
-            if type(v) in (np.ndarray, int, float, bool) or (_is_torch(v) and v.device.type == "cpu"):
+            if type(v) in (np.ndarray, int, float, bool) or (is_torch(v) and v.device.type == "cpu"):
                 return v
             if isinstance(v, _ConstexprBox) or not is_device_object(v):
                 return v
@@ -483,8 +346,7 @@ class Kernel:
             grid = grid(meta)
         grid = launch_grid(grid, self.fn.__name__)
         for i in self._written_positions(mod):
-            if _is_read_only(runtime_values[i]):
-                from .errors import ArgumentValueError
+            if is_read_only(runtime_values[i]):
                 name = mod.functions[0].arg_names[i]
                 raise ArgumentValueError(f"{self.fn.__name__}: argument {name!r} is read-only but the kernel "
                                          f"writes it; pass a writeable array (e.g. a copy)")
@@ -499,33 +361,6 @@ class Kernel:
             if launched is not None:
                 remember(self, args, call_kwargs, mod, launched, runtime_pos, self._written_positions(mod),
                          {p.name: p.value for p in params if p.is_constexpr})
-
-
-def launch_grid(grid: Any, name: str) -> tuple[int, ...]:
-    """``grid`` (an int or a tuple/list of 1 to 3 ints) as a tuple of Python ints.
-
-    Sizes must be integers (Python or numpy; a float such as ``24 / 16`` is a TypeError, never
-    truncated) and non-negative (ValueError); a zero size launches nothing."""
-    if type(grid) is tuple and 1 <= len(grid) <= 3 and all(type(g) is int and g >= 0 for g in grid):
-        return grid   # the common case, checked without conversions
-    from .errors import ArgumentError, ArgumentValueError
-
-    sizes = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
-    if not 1 <= len(sizes) <= 3:
-        raise ArgumentValueError(f"{name}: the grid must have 1 to 3 sizes, got {grid!r}")
-    out = []
-    for g in sizes:
-        try:
-            if isinstance(g, (bool, np.bool_)):
-                raise TypeError
-            g = operator.index(g)   # ints, numpy integers, anything integral with __index__
-        except TypeError:
-            raise ArgumentError(f"{name}: grid sizes must be integers, got {g!r} ({type(g).__name__}) "
-                                f"in grid {grid!r}; use xejit.cdiv(n, block) or // for a rounded size") from None
-        if g < 0:
-            raise ArgumentValueError(f"{name}: grid sizes must be non-negative, got {g} in grid {grid!r}")
-        out.append(g)
-    return tuple(out)
 
 
 class _ConstexprBox:

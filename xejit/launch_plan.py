@@ -20,6 +20,8 @@ import numpy as np
 
 from . import options
 from .runtime import launch as _rt
+from .arguments import LAUNCH_OPTIONS, launch_grid
+from .errors import LaunchError
 
 #: the most plans one kernel keeps (one per argument signature; a shape is part of it)
 MAX_PLANS = 256
@@ -163,7 +165,6 @@ def remember(kernel: Any, args: tuple, kwargs: dict, module: Any, launched: tupl
 
 
 def _launch_options():
-    from .jit import LAUNCH_OPTIONS
     return LAUNCH_OPTIONS
 
 
@@ -252,7 +253,6 @@ class LaunchPlan:
         if type(grid) is not tuple or grid != self.last_grid:
             if callable(grid):
                 grid = grid(self.meta)
-            from .jit import launch_grid
             g = launch_grid(grid, self.kernel.fn.__name__)
             ranges = None if 0 in g else _rt._check_range(g, self.wg[:len(g)], self.name)
             if type(grid) is tuple:
@@ -265,7 +265,6 @@ class LaunchPlan:
             # (dpctl's submit() waits itself; the event's wait() would be a second one)
             queue.submit_async(self.sycl_kernel, kargs, ranges[0], ranges[1]).wait()
         except Exception as e:  # noqa: BLE001  (dpctl's submit errors become one xejit error type)
-            from .codegen.errors import LaunchError
             raise LaunchError(f"{self.name}: launch of {ranges[0][::-1]} work-items in workgroups of "
                               f"{ranges[1][::-1]} failed: {e}") from None
         return True

@@ -35,8 +35,16 @@ from typing import Any
 
 import numpy as np
 
-from . import options
 from .errors import XejitTypeError, XejitValueError
+from . import language as xl, options
+from .autotuner import autotune, current_target, gemm_resources
+from .codegen.targets import get_target
+from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
+from .kernels.gemm import configs_for, gemm_kernel
+from .language import cdiv
+from .runtime import usm
+from .runtime.launch import _usm_owner
+from .runtime.usm_array import UsmArray, from_object, is_device_object
 
 __all__ = ["matmul", "ACTIVATIONS", "gemm_tuner", "MatmulError"]
 
@@ -90,8 +98,7 @@ def _as_strided(x: Any, shape: tuple[int, ...], strides: tuple[int, ...]) -> Any
 
 
 def _interpreting() -> bool:
-    from .jit import _interpret_env
-    return _interpret_env()
+    return options.current().interpret
 
 
 def _empty_like_kind(proto: Any, shape: tuple[int, ...], dtype: str) -> Any:
@@ -99,10 +106,8 @@ def _empty_like_kind(proto: Any, shape: tuple[int, ...], dtype: str) -> Any:
         import torch
         return torch.empty(shape, dtype=getattr(torch, dtype), device=proto.device)
     if _is_usm(proto):   # device memory on the caller's queue, like an XPU tensor's
-        from .runtime.usm_array import UsmArray
         return UsmArray.empty(shape, dtype, proto.queue)
     if not _interpreting():
-        from .runtime import usm
         return usm.empty(shape, np.dtype(dtype))  # no copy on the way into the kernel
     return np.empty(shape, np.dtype(dtype))
 
@@ -215,7 +220,6 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, **_):
     """A rough relative cost of a config: the padded work over the workgroups that run at once,
     with a penalty for small tiles (more operand traffic per flop). Used to rank configs when
     tuning is limited (``XEJIT_MATMUL_TUNE``)."""
-    from .language import cdiv
     cores = os.cpu_count() or 1
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
     padded = wgs * BM * BN * max(int(K), 1)
@@ -238,8 +242,6 @@ def tune_limit(target: str) -> int | None:
 
 def gemm_tuner(target: str | None = None):
     """The autotuned GEMM kernel for ``target`` (default: the current device's target)."""
-    from .autotuner import autotune, current_target, gemm_resources
-    from .kernels.gemm import configs_for, gemm_kernel
     target = target or current_target()
     limit = tune_limit(target)
     tuner = _TUNERS.get((target, limit))
@@ -277,7 +279,6 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None) -> np.ndarray | 
     tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc = r
     if _TUNERS.get(tuner_id) is not tuner or tuner.cache.get(tkey) is not config:
         return None
-    from .runtime import usm
     c = usm.empty(shape, rdtype)
     M, K = a.shape
     tuner.best_config = config
@@ -288,7 +289,6 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None) -> np.ndarray | 
 def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | None,
             recipe: tuple | None = None) -> None:
     """Launch the tuned GEMM; ``recipe`` = (key, a, b) of a call :func:`_fast_matmul` may repeat."""
-    from .language import cdiv
     M, K = a2.shape
     N = b2.shape[1]
     if M == 0 or N == 0:
@@ -340,8 +340,6 @@ def _padded_pitch(b: Any, m: int) -> Any:
     2048^3 46.8 -> 92.2 (numpy 182-189 in the same runs). The copy costs K*N elements of memory
     traffic and a USM allocation: not worth it for fewer rows of A.
     """
-    from .autotuner import current_target
-    from .codegen.targets import get_target
     if m < _PAD_MIN_ROWS or _interpreting() or _is_usm(b):   # (device memory: no host-staged copy)
         return b
     conflict = get_target(current_target()).conflict_pitch_bytes
@@ -356,7 +354,6 @@ def _padded_pitch(b: Any, m: int) -> Any:
         buf = torch.empty((K, N + pad), dtype=b.dtype, device=b.device)
         buf[:, :N].copy_(b)
     else:
-        from .runtime import usm
         buf = usm.empty((K, N + pad), b.dtype)
         buf[:, :N] = b
     return buf[:, :N]
@@ -378,7 +375,6 @@ def _host_values(x: Any) -> np.ndarray:
     if _is_usm(x):
         v = x.to_numpy()
         if x.dtype == "bfloat16":
-            from .ir.core import bf16_bits_to_f32
             v = bf16_bits_to_f32(v)
         return v.astype(np.float64)
     return np.asarray(x, np.float64)
@@ -387,7 +383,6 @@ def _host_values(x: Any) -> np.ndarray:
 def _write(dst: Any, values: np.ndarray) -> None:
     if _is_usm(dst):
         if dst.dtype == "bfloat16":
-            from .ir.core import f32_to_bf16_bits
             dst.copy_from_host(f32_to_bf16_bits(values.astype(np.float32)))
         else:
             dst.copy_from_host(values.astype(dst.dtype))
@@ -435,7 +430,6 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
             raise MatmulError("xejit.matmul: out= does not support autograd; call it without out= "
                              "or under torch.no_grad()")
         return _matmul(a, b, bias, activation, out)
-    from .runtime.usm_array import from_object, is_device_object
     if any(x is not None and is_device_object(x) for x in (a, b, bias, out)):
         # arrays in SYCL USM memory (DLPack oneAPI, SUAI): views of the caller's memory, no copy
         given = [(n, x) for n, x in (("a", a), ("b", b), ("bias", bias), ("out", out)) if x is not None]
@@ -469,8 +463,6 @@ def _usm_numpy_view(x: Any) -> Any:
     """A numpy array backed by dpctl USM memory (``xejit.runtime.usm``) as a UsmArray view, else None."""
     if not isinstance(x, np.ndarray) or x.dtype.name not in _SUPPORTED + ("int32",):
         return None
-    from .runtime.launch import _usm_owner
-    from .runtime.usm_array import UsmArray
     owner = _usm_owner(x)
     if owner is None:
         return None
@@ -626,5 +618,4 @@ def _expand(x: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _acc_type(rdtype: str):
-    from . import language as xl
     return xl.int32 if rdtype == "int32" else xl.float32
