@@ -6,11 +6,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .codegen import probes
+from .codegen.intel_compiler import find_toolchain, toolchain_dir
+from .codegen.passes.registry import PASSES, PassOptions, run_passes
+from .codegen.targets import TARGETS
+from .errors import XejitError
+from .ir.parser import parse_module
+from .ir.printer import print_function
+from .runtime import _icd, build_program, default_device, devices
+from .toolchain import install
+
 
 def info(out=sys.stdout) -> int:
-    from .codegen import probes
-    from .errors import XejitError
-    from .runtime import _icd, build_program, default_device, devices
 
     found = devices()
     if not found:
@@ -37,8 +44,6 @@ def info(out=sys.stdout) -> int:
 
 
 def toolchain_info(out=sys.stdout) -> None:
-    from .codegen.intel_compiler import find_toolchain, toolchain_dir
-    from .codegen.targets import TARGETS
 
     tc = find_toolchain()
     gpus = ", ".join(f"{t.name} ({t.ocloc_device})" for t in TARGETS.values() if t.ocloc_device)
@@ -51,8 +56,6 @@ def toolchain_info(out=sys.stdout) -> None:
 
 
 def toolchain(args) -> int:
-    from .errors import XejitError
-    from .toolchain import install
 
     if args.action == "install":
         try:
@@ -66,10 +69,6 @@ def toolchain(args) -> int:
 
 def opt(args) -> int:
     """Parse IR text, run the named passes, print the result (``mlir-opt`` for xejit's IR)."""
-    from .codegen.passes.registry import PASSES, PassOptions, run_passes
-    from .errors import XejitError
-    from .ir.parser import parse_module
-    from .ir.printer import print_function
 
     if args.list:
         for p in PASSES.values():

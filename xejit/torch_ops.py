@@ -20,13 +20,14 @@ from typing import Optional
 
 import torch
 
+from .attention import backward, check_inputs, forward
 from .errors import XejitError
+from .matmul import _activation, _matmul, _result_shape_dtype
 
 __all__ = ["matmul_op", "attention_op"]
 
 
 def _matmul_impl(a, b, bias=None, activation=None):
-    from .matmul import _matmul
     return _matmul(a, b, bias, activation, None)
 
 
@@ -44,7 +45,6 @@ matmul_op.register_kernel("xpu")(_matmul_impl)
 
 @matmul_op.register_fake
 def _fake(a, b, bias=None, activation=None):
-    from .matmul import _activation, _result_shape_dtype
     _activation(activation, a)
     shape, dtype = _result_shape_dtype(a, b)
     return a.new_empty(shape, dtype=getattr(torch, dtype))
@@ -111,13 +111,11 @@ def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
                  scale: Optional[float] = None) -> torch.Tensor:
     """``torch.ops.xejit.attention(q, k, v, causal, scale)``: FlashAttention in the DSL
     (``xejit.attention``'s semantics: SDPA with top-left causal alignment and GQA)."""
-    from .attention import forward
     return forward(q, k, v, causal, scale)[0]
 
 
 @attention_op.register_fake
 def _attention_fake(q, k, v, causal=False, scale=None):
-    from .attention import check_inputs
     check_inputs(q, k, v, scale)
     return q.new_empty(q.shape)
 
@@ -139,7 +137,6 @@ def attention_backward_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out
                           grad: torch.Tensor, causal: bool = False,
                           scale: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dq, dk, dv) by the DSL backward kernels (FlashAttention-2 recompute)."""
-    from .attention import backward
     return backward(q, k, v, out, grad, causal, scale)
 
 

@@ -6,7 +6,7 @@ import pytest
 import xejit
 import xejit.language as xl
 from xejit import device_launch, jit
-from xejit.codegen.errors import ArgumentValueError
+from xejit.errors import ArgumentValueError
 from xejit.runtime import usm
 
 _SHIFT = 1.0

@@ -28,7 +28,8 @@ from .. import options
 from ..ir.core import Function, Module, VectorType
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
-from . import intel_compiler, spirv
+from . import intel_compiler, lower_xegpu, spirv
+from .lower_generic import lower as lower_generic
 from .abi import kernel_abi
 from .passes import (CompilerError, cleanup, clone_function, distribute_to_subgroups, pipelining,
                      propagate_layouts)
@@ -393,13 +394,7 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     fallbacks: list[str] = []
     if tgt.has_dpas:
         path = "xegpu"
-        try:
-            from . import lower_xegpu  # noqa: PLC0415  (filled in by the XeGPU path)
-            hook = lower_xegpu.lower
-        except (ImportError, AttributeError) as e:
-            raise CompilerError(
-                f"target {tgt.name!r} has DPAS and needs the XeGPU lowering "
-                f"(xejit.codegen.lower_xegpu.lower), which is not available: {e}") from None
+        hook = lower_xegpu.lower
         ctx = {"num_subgroups": nsg, "num_stages": num_stages, "grf_mode": grf_mode, "emulate": emulate,
                "timings": st.timings, "dump": st.write, "debug": debug, "span_checks": _span_checks}
         res = st.run("xegpu", hook, sg, tgt, ctx)
@@ -419,7 +414,6 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
             raise CompilerError(f"the XeGPU lowering of {tgt.name!r} does not support XEJIT_DEBUG=1")
     else:
         path = "generic"
-        from .lower_generic import lower as lower_generic
         lw = st.run("lower", lower_generic, sg, tgt, nsg, debug, _span_checks)
         debug_sites = lw.debug_sites
         llmod, extensions = lw.module, tgt.spirv_extensions

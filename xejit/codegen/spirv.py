@@ -29,6 +29,7 @@ from llvmlite import ir
 
 from .. import options
 from ..errors import SpirvValidationError, ToolError
+from ._emitter import read_message, write_message
 
 TRIPLE = "spirv64-unknown-unknown"
 # SPIR-V 1.4 is what LLVM 22 emits for this triple and what the Intel CPU runtime accepts (1.0-1.4).
@@ -87,8 +88,6 @@ class _Emitter:
 
     def request(self, ir_text: str, ext: tuple[str, ...]) -> bytes:
         """The worker's raw reply (``K...`` or ``O...``) to ``ir_text``; errors raise ToolError."""
-        from ._emitter import read_message, write_message
-
         request = ",".join(ext).encode() + b"\n" + ir_text.encode()
         with self._lock:
             for attempt in (0, 1):  # a dead worker (killed from outside) is restarted once

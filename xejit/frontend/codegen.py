@@ -21,6 +21,7 @@ from .. import options
 from ..errors import CompilationError
 from ..ir.core import (ArrayType, Builder, Block, Function, Layout, Location, Module, Region,
                        ScalarType, TileType, Type, Value, VectorType, VerifyError, f32, index)
+from ..ir.verifier import IRVerificationError, verify_function
 from .semantic import Semantic, SemanticError, is_runtime, type_name
 
 _COMPILE_TIME_BUILTINS = {"min", "max", "abs", "len", "int", "float", "bool", "range", "tuple",
@@ -739,7 +740,6 @@ def build_module(fn: Callable, params: Sequence[Param], attributes: dict[str, An
     builder.create("func.return")
     _infer_num_subgroups(func)
     if verify:
-        from ..ir.verifier import verify_function, IRVerificationError
         try:
             verify_function(func)
         except IRVerificationError as e:

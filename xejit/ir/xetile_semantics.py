@@ -5,10 +5,13 @@ float32 rounded to bf16 precision), tiles :class:`TileValue`, arrays :class:`Buf
 """
 from __future__ import annotations
 
+import linecache
 from dataclasses import dataclass
 
 import numpy as np
 
+from .. import options
+from ..errors import OutOfBoundsError
 from .core import Operation, ScalarType, VectorType, bf16, round_to_bf16, f32
 from .interpreter import ATOMIC_LOCK, Buffer, Interpreter, impl
 from .xetile import elem_type
@@ -283,11 +286,7 @@ def _lanes(op: Operation, tile, mask: np.ndarray, kind: str) -> np.ndarray:
     inside = tile.buffer.inside(tile.elem_offsets)
     bad = mask & ~inside
     if bad.any():
-        from ..codegen.bounds_debug import debug_enabled
-        if debug_enabled():
-            import linecache
-
-            from ..errors import OutOfBoundsError
+        if options.current().debug:
             src = linecache.getline(op.loc.file, op.loc.line).rstrip()
             raise OutOfBoundsError(
                 f"{op.loc}: {kind} at element offset {int(tile.elem_offsets[bad].flat[0])}, outside the array of "

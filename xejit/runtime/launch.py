@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentValueError, LaunchError
 from .device import Device
+from .usm_array import from_object
 
 _SCALARS = {
     "i8": (ctypes.c_int8, np.int8), "i16": (ctypes.c_int16, np.int16),
@@ -263,8 +264,6 @@ def _marshal_usm_array(value, queue, kind: str, name: str):
 
 def _marshal(kernel: "Kernel", values: Sequence, queue=None) -> _Marshalled:
     import dpctl.memory as dm
-
-    from .usm_array import from_object
 
     queue = queue if queue is not None else kernel.device.queue
     out = _Marshalled([])

@@ -16,14 +16,11 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..codegen import spirv
 from ..errors import BuildError, LaunchError
 from .device import Device, default_device
-
-if TYPE_CHECKING:
-    from .launch import Kernel
+from .launch import Kernel
 
 _programs: dict[tuple[str, str, str], "Program"] = {}
 _lock = threading.Lock()
@@ -40,8 +37,6 @@ class Program:
 
     def kernel(self, name: str, signature: Sequence[str]) -> "Kernel":
         """The kernel ``name``; ``signature`` gives each argument's kind (see ``launch.ARG_KINDS``)."""
-        from .launch import Kernel
-
         key = (name, tuple(signature))
         if key not in self._kernels:
             if not self.sycl_program.has_sycl_kernel(name):

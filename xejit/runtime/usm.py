@@ -14,13 +14,12 @@ import math
 import numpy as np
 
 from .device import Device, default_device
+from .launch import _remember_zero_copy
 
 
 def empty(shape, dtype, *, order: str = "C", device: Device | None = None) -> np.ndarray:
     """An uninitialised numpy array backed by USM shared memory of ``device``'s queue."""
     import dpctl.memory as dm
-
-    from .launch import _remember_zero_copy
 
     device = device or default_device()
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import XejitTypeError, XejitValueError
+from .device import default_device
 
 __all__ = ["UsmArray", "from_object", "is_device_object", "torch_xpu_queue", "kDLCPU", "kDLOneAPI"]
 
@@ -346,7 +347,6 @@ def _queue_for_dl_device(device_id: int):
     oneAPI DLPack memory is bound); xejit's default queue when that is the same device and context."""
     import dpctl
 
-    from .device import default_device
     devs = dpctl.get_devices()
     if not 0 <= device_id < len(devs):
         raise XejitValueError(f"DLPack oneAPI device id {device_id} names no SYCL device "
