@@ -1,8 +1,9 @@
 """loss.backward() through xejit.attention (the DSL backward kernels, FlashAttention-2's recompute)
 against float64 autograd of torch's SDPA; gradients of random non-zero inputs and upstream grads.
 
-On the device each case is three CPU-driver builds (the forward storing the log-sum-exp, dq, dk/dv):
-one core case by default, the rest ``slow``."""
+On the device each case is three CPU-driver builds (the forward, which always stores the row
+log-sum-exp, dq and dk/dv): one core case by default (its forward is the forward tests' core
+case), the rest ``slow``."""
 from __future__ import annotations
 
 import numpy as np
