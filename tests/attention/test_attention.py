@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import xejit
+from tests.attention.helpers import check, rand, reference, sdpa
 from tests.matmul.backend import heavy_on_device
-from tests.attention.helpers import check, f64, rand, reference, sdpa
 from tests.matmul.helpers import poisoned
 
 #          dtype       lib      B  H  Hkv Sq  Sk  D    causal
@@ -72,8 +72,9 @@ def test_torch_compile_uses_the_fake_implementation():
     fn = torch.compile(lambda a, b, c: torch.ops.xejit.attention(a, b, c, True, None) * 2, backend="aot_eager")
     check(fn(q, k, v), 2 * reference(q, k, v, True), "float32")
     from torch._subclasses.fake_tensor import FakeTensorMode
+    qb, kb = q.bfloat16(), k.bfloat16()
     with FakeTensorMode() as mode:
-        fq, fk = mode.from_tensor(q.bfloat16()), mode.from_tensor(k.bfloat16())
+        fq, fk = mode.from_tensor(qb), mode.from_tensor(kb)
         r = torch.ops.xejit.attention(fq, fk, fk, True, None)
         assert r.shape == q.shape and r.dtype == torch.bfloat16
 

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import xejit
-from tests.matmul.backend import heavy_on_device, requires_device
 from tests.attention.helpers import check, rand
+from tests.matmul.backend import heavy_on_device, requires_device
 
 #          dtype       B  H  Hkv Sq  Sk  D    causal
 CASES = [
@@ -62,7 +62,7 @@ def test_backward_through_torch_compile():
 
 
 def test_out_with_autograd_is_refused():
-    q, k, v, w = _grads("float32", 1, 2, 2, 8, 8, 64, False, None)
+    q, k, v, _ = _grads("float32", 1, 2, 2, 8, 8, 64, False, None)
     with pytest.raises(RuntimeError, match="autograd"):
         xejit.attention(q, k, v, out=torch.empty_like(q))
 

@@ -50,6 +50,7 @@ def test_chosen_configs_do_not_spill(target, kind, D, dtype):
     _check_chosen(target, kind, D, dtype)
 
 
+@pytest.mark.slow
 def test_the_compiler_prunes_the_spilling_backward_config():
     """pvc's first dq candidate at D=128 (8 query rows per subgroup) spills; it is reported and
     passed over for a config that does not."""

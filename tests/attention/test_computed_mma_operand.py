@@ -54,6 +54,7 @@ def test_same_layout_convert_keeps_numpy_semantics():
 
 
 @requires_device
+@pytest.mark.slow   # the emulated pvc forward of tests/attention/test_attention_gpu.py covers it
 def test_same_layout_convert_emulated_pvc(monkeypatch):
     monkeypatch.setenv("XEJIT_EMULATE", "pvc")
     a, b, c = _args(np.random.default_rng(2))

@@ -116,10 +116,11 @@ _DG2 = {
 # The OpenCL CPU device: no DPAS (FMAs with subgroup shuffles, fully unrolled), so small tiles.
 # Its driver's build time grows fast with the rows per program (fp32 D=64 forward: 1 row 14 s,
 # 2 rows 22 s, 4 rows 35-68 s; dq 1 / 2 / 4 rows: 20 / 44 / 100 s; dk/dv 2 / 4 keys: 16 / 94 s,
-# on 2 loaded cores), so the backward keeps to the cheapest builds.
+# on 2 loaded cores): the cheapest build comes first (taken untuned, XEJIT_ATTENTION_TUNE=0),
+# the autotuner times the others.
 _GENERIC = {
-    ("fwd", "small"): [_g(4, 16), _g(8, 16), _g(1, 16)],
-    ("dq", "small"): [_g(2, 16), _g(4, 16)],
+    ("fwd", "small"): [_g(2, 16), _g(4, 16), _g(8, 16), _g(1, 16)],
+    ("dq", "small"): [_g(1, 16), _g(2, 16), _g(4, 16)],
     ("dkdv", "small"): [_g(16, 2), _g(16, 4)],
 }
 _GENERIC.update({(kind, "large"): v for (kind, _), v in _GENERIC.items()})
