@@ -244,9 +244,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
             raise AttentionError("xejit.attention: out= does not support autograd; call it without out= "
                                  "or under torch.no_grad()")
         if out is None:
-            from .torch_ops import (
-                attention_op,  # registers torch.ops.xejit.attention on first use
-            )
+            # importing torch_ops registers torch.ops.xejit.attention on first use
+            from .torch_ops import attention_op
             return attention_op(q, k, v, bool(causal), None if scale is None else float(scale))
     if out is not None:
         _check_out(out, q, tuple(q.shape), dtype)
