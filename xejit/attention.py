@@ -15,8 +15,10 @@ scale=scale, enable_gqa=True)``:
 * torch tensors (CPU, or XPU where present), numpy arrays, numpy views of USM memory
   (``xejit.runtime.usm``); the result has the inputs' kind. ``out=`` takes the result.
 
-Each (Sq, Sk, D, dtype, causal) is autotuned over ``xejit.kernels.attention.CONFIGS[target]``;
-``XEJIT_ATTENTION_TUNE=0`` skips the trials (the first config that fits is taken).
+Each (Sq, Sk, D, dtype, causal) is autotuned, the forward and both backward kernels, over
+``xejit.kernels.attention.configs_for(target, kind, D)``; on Intel GPU targets the configs Intel's
+compiler says spill are pruned first (as for GEMM). ``XEJIT_ATTENTION_TUNE=0`` skips the trials
+(the first config that is left is taken).
 
 Errors (all ``xejit.XejitError``): ``AttentionError`` (a ``ValueError`` and a ``RuntimeError``, as
 torch raises) for shapes: wrong ranks, batch or head dims that differ, heads that do not divide,
@@ -37,13 +39,13 @@ from typing import Any
 import numpy as np
 
 from . import options
-from .errors import XejitTypeError, XejitValueError
-from .matmul import _dtype_name, _empty_like_kind, _is_torch
 from .autotuner import autotune, current_target
-from .kernels.attention import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, attn_fwd_kernel, configs_for
+from .errors import XejitTypeError, XejitValueError
+from .kernels import attention as ka
 from .language import cdiv
+from .matmul import _dtype_name, _empty_like_kind, _is_torch
 
-__all__ = ["attention", "AttentionError", "attention_tuner"]
+__all__ = ["AttentionError", "attention", "attention_tuner"]
 
 _SUPPORTED = ("float16", "bfloat16", "float32")
 _TUNERS: dict[Any, Any] = {}
@@ -77,7 +79,8 @@ def tune_limit() -> int | None:
 def _prune(configs, named, **kwargs):
     """Query blocks far taller than the queries are dropped (decode, ``Sq = 1``, keeps the 1-row
     config where the target has one), 1-row blocks for longer queries too; then the first
-    ``XEJIT_ATTENTION_TUNE`` configs are kept (all by default)."""
+    ``XEJIT_ATTENTION_TUNE`` configs are kept (all by default). Runs after Intel's compiler has
+    dropped the configs that spill."""
     sq = int(named["Sq"])
     cap = 1 << max(sq - 1, 0).bit_length()
     smallest = min(c.kwargs["BM"] for c in configs)
@@ -87,18 +90,29 @@ def _prune(configs, named, **kwargs):
     return keep if n is None else keep[:max(n, 1)]
 
 
-def attention_tuner(target: str | None = None):
-    """The autotuned forward kernel for ``target`` (default: the current device's)."""
+def _prune_limit(configs, named, **kwargs):
+    """The backward kernels: the first ``XEJIT_ATTENTION_TUNE`` configs (all by default)."""
+    n = tune_limit()
+    return list(configs) if n is None else list(configs)[:max(n, 1)]
+
+
+def attention_tuner(target: str | None = None, kind: str = "fwd", D: int = 64):
+    """The autotuned kernel ``kind`` ("fwd", "dq", "dkdv") for head dim ``D`` on ``target``
+    (default: the current device's): the candidates of ``xejit.kernels.attention.configs_for``,
+    those Intel's compiler says spill pruned on GPU targets (as for GEMM), the rest timed."""
     target = target or current_target()
     limit = tune_limit()
-    tuner = _TUNERS.get((target, limit))
+    configs = ka.configs_for(target, kind, D)
+    key = (target, limit, kind, tuple(c._identity() for c in configs))
+    tuner = _TUNERS.get(key)
     if tuner is None:
         opts = options.current()
         warmup, rep = opts.attention_tune_warmup_ms, opts.attention_tune_rep_ms
-        tuner = autotune(configs_for(target), key=["Sq", "Sk"], warmup=warmup, rep=rep,
-                         prune_configs_by={"early_config_prune": _prune},
-                         restore_value=["o", "lse"])(attn_fwd_kernel)
-        _TUNERS[(target, limit)] = tuner
+        kernel = {"fwd": ka.attn_fwd_kernel, "dq": ka.attn_bwd_dq_kernel, "dkdv": ka.attn_bwd_dkdv_kernel}[kind]
+        tuner = autotune(configs, key=["Sq", "Sk"], warmup=warmup, rep=rep,
+                         prune_configs_by={"early_config_prune": _prune if kind == "fwd" else _prune_limit},
+                         restore_value=["o", "lse"] if kind == "fwd" else None)(kernel)
+        _TUNERS[key] = tuner
     return tuner
 
 
@@ -195,10 +209,12 @@ def forward(q: Any, k: Any, v: Any, causal: bool, scale: float | None,
     v2 = _rows(v, (B, Hkv, Sk, D))
     o2 = _empty_like_kind(q, (Sq, B * H * BD), dtype)
     lse2 = _empty_like_kind(q, (Sq, -(-(B * H) // 4) * 4), "float32")   # 16-byte pitch
-    tuner = attention_tuner()
+    # the log-sum-exp is always stored (Sq floats a head): the forward and the backward's
+    # recompute are then one kernel, one build
+    tuner = attention_tuner(kind="fwd", D=D)
     tuner[lambda meta: (cdiv(Sq, meta["BM"]), B * H)](
         q2, _transposed(k2), v2, o2, lse2, Sq, Sk, H, H // Hkv, scale * 1.4426950408889634,
-        BD=BD, CAUSAL=bool(causal), STORE_LSE=bool(want_lse), TRIM=Sq <= Sk)
+        BD=BD, CAUSAL=bool(causal), STORE_LSE=True, TRIM=Sq <= Sk)
     o4 = o2.reshape(Sq, B, H, BD)[..., :D]
     o4 = o4.permute(1, 2, 0, 3) if _is_torch(o4) else o4.transpose(1, 2, 0, 3)
     out = _empty_like_kind(q, shape, dtype)
@@ -218,7 +234,7 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
             an ``out=`` of another kind, a scale that is not a number.
     """
     q, k, v = _as_array(q, "q"), _as_array(k, "k"), _as_array(v, "v")
-    B, H, Hkv, Sq, Sk, D, dtype = check_inputs(q, k, v, scale)
+    dtype = check_inputs(q, k, v, scale)[-1]
     if not isinstance(causal, (bool, np.bool_)):
         raise XejitTypeError(f"xejit.attention: causal must be a bool, got {type(causal).__name__}")
     if _is_torch(q):
@@ -228,7 +244,8 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
             raise AttentionError("xejit.attention: out= does not support autograd; call it without out= "
                                  "or under torch.no_grad()")
         if out is None:
-            from .torch_ops import attention_op  # registers torch.ops.xejit.attention on first use
+            # importing torch_ops registers torch.ops.xejit.attention on first use
+            from .torch_ops import attention_op
             return attention_op(q, k, v, bool(causal), None if scale is None else float(scale))
     if out is not None:
         _check_out(out, q, tuple(q.shape), dtype)
@@ -241,23 +258,13 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False, scale: float | No
 
 # --- backward -----------------------------------------------------------------------------------
 
-def backward_configs(target: str | None = None) -> tuple[dict, dict, Any]:
-    """(dq kernel constexprs, dk/dv kernel constexprs, Config) for ``target``: the first forward
-    config of the target (not tuned); the dk/dv kernel swaps the roles of BM and BN."""
-    c = configs_for(target or current_target())[0]
-    kw = c.kwargs
-    dq = dict(BM=kw["BM"], BN=kw["BN"], SG=kw["SG"], P_SLM=kw["P_SLM"])
-    dkdv = dict(BM=kw["BN"], BN=kw["BM"], SG=kw["SG"], P_SLM=kw["P_SLM"])
-    return dq, dkdv, c
-
-
 def backward(q: Any, k: Any, v: Any, out: Any, dout: Any, causal: bool, scale: float | None):
     """(dq, dk, dv) of ``attention(q, k, v)`` for torch tensors: FlashAttention-2's scheme, P
     recomputed from the row log-sum-exp (one more forward launch, which stores it), delta =
     rowsum(dO * O) in torch, then the dq kernel (a program per query block) and the dk/dv kernel
     (a program per key block, summing the G query heads of a key/value head)."""
     import torch
-    B, H, Hkv, Sq, Sk, D, dtype = check_inputs(q, k, v, scale)
+    B, H, Hkv, Sq, Sk, D, _ = check_inputs(q, k, v, scale)
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     if Sq == 0 or Sk == 0 or B * H == 0:
@@ -276,15 +283,13 @@ def backward(q: Any, k: Any, v: Any, out: Any, dout: Any, causal: bool, scale: f
     dq2 = torch.empty((Sq, B * H * BD), dtype=q.dtype, device=q.device)
     dk2 = torch.empty((Sk, B * Hkv * BD), dtype=q.dtype, device=q.device)
     dv2 = torch.empty((Sk, B * Hkv * BD), dtype=q.dtype, device=q.device)
-    cq, ckv, c = backward_configs()
-    opts = dict(num_subgroups=c.num_subgroups, num_stages=c.num_stages, grf_mode=c.grf_mode)
     qk_scale = scale * 1.4426950408889634
-    attn_bwd_dq_kernel[(cdiv(Sq, cq["BM"]), B * H)](
+    attention_tuner(kind="dq", D=D)[lambda meta: (cdiv(Sq, meta["BM"]), B * H)](
         q2, k2.t(), k2, v2.t(), do2, lse_c, delta_c, dq2, Sq, Sk, H, H // Hkv, qk_scale, scale,
-        BD=BD, CAUSAL=bool(causal), TRIM=Sq <= Sk, **cq, **opts)
-    attn_bwd_dkdv_kernel[(cdiv(Sk, ckv["BN"]), B * Hkv)](
+        BD=BD, CAUSAL=bool(causal), TRIM=Sq <= Sk)
+    attention_tuner(kind="dkdv", D=D)[lambda meta: (cdiv(Sk, meta["BN"]), B * Hkv)](
         q2, q2.t(), k2, v2, do2, do2.t(), lse_r, delta_r, dk2, dv2, Sq, Sk, H, H // Hkv, qk_scale, scale,
-        BD=BD, CAUSAL=bool(causal), **ckv, **opts)
+        BD=BD, CAUSAL=bool(causal))
 
     def back(x2, S, heads, like):
         x4 = x2.reshape(S, B, heads, BD)[..., :D].permute(1, 2, 0, 3)

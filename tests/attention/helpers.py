@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from tests.matmul.helpers import RTOL, TORCH, f64
 
-__all__ = ["RTOL", "TORCH", "f64", "rand", "reference", "check", "sdpa"]
+__all__ = ["RTOL", "TORCH", "check", "f64", "rand", "reference", "sdpa"]
 
 
 def rand(rng: np.random.Generator, shape, dtype: str, lib: str):

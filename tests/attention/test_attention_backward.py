@@ -1,8 +1,9 @@
 """loss.backward() through xejit.attention (the DSL backward kernels, FlashAttention-2's recompute)
 against float64 autograd of torch's SDPA; gradients of random non-zero inputs and upstream grads.
 
-On the device each case is three CPU-driver builds (the forward storing the log-sum-exp, dq, dk/dv):
-one core case by default, the rest ``slow``."""
+On the device each case is three CPU-driver builds (the forward, which always stores the row
+log-sum-exp, dq and dk/dv): one core case by default (its forward is the forward tests' core
+case), the rest ``slow``."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import xejit
-from tests.matmul.backend import heavy_on_device, requires_device
 from tests.attention.helpers import check, rand
+from tests.matmul.backend import heavy_on_device, requires_device
 
 #          dtype       B  H  Hkv Sq  Sk  D    causal
 CASES = [
@@ -61,7 +62,7 @@ def test_backward_through_torch_compile():
 
 
 def test_out_with_autograd_is_refused():
-    q, k, v, w = _grads("float32", 1, 2, 2, 8, 8, 64, False, None)
+    q, k, v, _ = _grads("float32", 1, 2, 2, 8, 8, 64, False, None)
     with pytest.raises(RuntimeError, match="autograd"):
         xejit.attention(q, k, v, out=torch.empty_like(q))
 

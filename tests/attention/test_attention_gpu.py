@@ -1,60 +1,72 @@
-"""Attention on the GPU code paths: Intel's compiler's verdict on pvc (both products on DPAS,
-no spills) and runs on the CPU device with DPAS / 2D block IO emulated (pvc, dg2)."""
+"""Attention on the GPU code paths: Intel's compiler's verdict on the configs the library takes
+(both products on DPAS, 2D block loads where the target has them, no spills) and runs on the
+CPU device with DPAS / 2D block IO emulated (pvc, dg2).
+
+The default run builds one kernel per target (the forward at D=64, fp16); the whole report
+(forward, dq and dk/dv at D=64 and 128, fp16 and bf16) is ``slow``
+(``python benchmarks/bench_attention.py --device-code`` prints it)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import xejit
-from xejit.attention import head_pad
-from xejit.codegen.intel_compiler import require_toolchain
-from xejit.kernels.attention import LOG2E, attn_fwd_kernel, configs_for
 from tests.attention.helpers import check, rand, reference
 from tests.matmul.backend import requires_device
 from tests.matmul.helpers import poisoned
+from xejit.codegen.intel_compiler import require_toolchain
+from xejit.kernels.attention import compile_report
 
 
-def _pvc_compile(config, D, causal=True, dtype="float16"):
-    B, H, Sq, Sk = 2, 4, 256, 256
-    BD = head_pad(D)
-    q = np.ones((B * H * Sq, D), dtype)
-    k = np.ones((B * H * Sk, D), dtype)
-    o = np.ones((Sq, B * H * BD), dtype)
-    lse = np.ones((Sq, B * H), np.float32)
-    return attn_fwd_kernel.compile(q, k.T, k, o, lse, Sq, Sk, H, 1, LOG2E / 8, BD=BD, CAUSAL=causal,
-                                   target="pvc", **config.all_kwargs())
+def _check_chosen(target, kind, D, dtype):
+    rows = compile_report(target, kind, D, dtype)
+    chosen = [r for r in rows if r.get("chosen")]
+    assert len(chosen) == 1 and "error" not in chosen[0], rows
+    r = chosen[0]
+    assert r["spill"] == 0 and r["private"] == 0, r
+    # both products on DPAS: the hot loop runs the tile arithmetic's DPAS count
+    assert r["dpas"] == r["tile_dpas"], r
+    if target != "dg2":   # Xe-HPG has no 2D block IO
+        assert r["block_loads"] >= 2, r
+    return r
 
 
-def _dpas_per_step(config, D):
-    """The tile arithmetic: per subgroup (BM/SG) x BN scores over BD, then (BM/SG) x BD over BN;
-    pvc's DPAS is 8 x 16 x 16 (fp16)."""
-    kw = config.kwargs
-    m, bd = kw["BM"] // kw["SG"] // 8, head_pad(D)
-    return m * (kw["BN"] // 16) * (bd // 16) + m * (bd // 16) * (kw["BN"] // 16)
-
-
-@pytest.mark.parametrize("D", [64, 128])
-def test_pvc_chosen_configs_use_dpas_and_do_not_spill(D):
+@pytest.mark.parametrize("target", ["pvc", "bmg", "lnl", "dg2"])
+def test_forward_compiles_without_spills(target):
     require_toolchain()   # fails, never skips, without Intel's compiler (as tests/codegen do)
-    configs = configs_for("pvc")[:1] if D == 128 else configs_for("pvc")[:2]
-    for config in configs:
-        ck = _pvc_compile(config, D)
-        b = ck.device_binary
-        assert b is not None, "Intel's compiler did not build the module"
-        assert b.spill_bytes == 0 and b.private_bytes == 0, (config, b.summary())
-        assert b.hot_loop is not None and b.hot_loop.dpas == _dpas_per_step(config, D), (config, b.hot_loop)
-        assert b.hot_loop.spill_sends == 0 and b.hot_loop.block_loads >= 2
-        rep = ck.report()
-        assert "fma (software" not in rep, rep
+    _check_chosen(target, "fwd", 64, "float16")
+
+
+# dg2 (4 KB of registers per thread, no 2D block IO) spills in the backward and at D=128 in every
+# config of these kernels: its rows are in the report, not asserted spill-free here.
+FULL = [(t, k, d, dt) for t in ("pvc", "bmg", "lnl") for k in ("fwd", "dq", "dkdv") for d in (64, 128)
+        for dt in ("float16", "bfloat16")] + [("dg2", "fwd", 64, "bfloat16")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,kind,D,dtype", FULL)
+def test_chosen_configs_do_not_spill(target, kind, D, dtype):
+    require_toolchain()
+    _check_chosen(target, kind, D, dtype)
+
+
+@pytest.mark.slow
+def test_the_compiler_prunes_the_spilling_backward_config():
+    """pvc's first dq candidate at D=128 (8 query rows per subgroup) spills; it is reported and
+    passed over for a config that does not."""
+    require_toolchain()
+    rows = compile_report("pvc", "dq", 128, "float16")
+    assert rows[0]["spill"] > 0 and not rows[0]["accepted"], rows
+    assert rows[-1].get("chosen") and rows[-1]["spill"] == 0, rows
 
 
 EMULATED = [
     ("pvc", "float16", 2, 4, 2, 37, 45, 64, True),
-    ("dg2", "bfloat16", 1, 2, 1, 20, 33, 80, False),
+    ("dg2", "bfloat16", 1, 2, 1, 20, 33, 64, False),
     pytest.param("pvc", "bfloat16", 1, 2, 2, 1, 50, 128, False, marks=pytest.mark.slow),
     pytest.param("pvc", "float16", 1, 2, 1, 50, 20, 96, True, marks=pytest.mark.slow),
     pytest.param("dg2", "float16", 1, 4, 2, 33, 40, 64, True, marks=pytest.mark.slow),
+    pytest.param("dg2", "bfloat16", 1, 2, 1, 20, 33, 80, False, marks=pytest.mark.slow),
 ]
 
 

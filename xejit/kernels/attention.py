@@ -21,14 +21,15 @@ and, with ``TRIM`` (set by the host when ``Sq <= Sk``), ends the key loop at the
 """
 from __future__ import annotations
 
-import xejit
-import xejit.language as xl
+# The DSL by module, not through the package: ``xejit/__init__`` imports attention, which imports this.
+from xejit import language as xl
 from xejit.autotuner import Config
+from xejit.jit import kernel
 
 LOG2E = 1.4426950408889634
 
 
-@xejit.kernel
+@kernel
 def attn_fwd_kernel(q, kt, v, o, lse, Sq, Sk, H, G, qk_scale,
                     BM: xl.constexpr, BN: xl.constexpr, BD: xl.constexpr,
                     CAUSAL: xl.constexpr = False, STORE_LSE: xl.constexpr = True,
@@ -78,41 +79,63 @@ def _c(bm: int, bn: int, sg: int, stages: int = 2, grf: str = "default") -> Conf
                   grf_mode=grf)
 
 
-# Xe-HPC / Xe2: 8 query rows per subgroup (one DPAS repeat); each subgroup holds a whole K and V
-# block, so BN stays small; the large register file (Intel's compiler, fp16 D=64, BN=16 or 32:
-# 256 GRF, 0 B spill; D=128 needs BN=16).
-_XE_CONFIGS = [
-    _c(64, 16, 8, 2, "256"),
-    _c(64, 32, 8, 2, "256"),
-    _c(128, 16, 16, 2, "256"),
-    _c(16, 16, 2, 2, "256"),     # short query blocks (decode)
-]
+def _g(bm: int, bn: int) -> Config:
+    return Config({"BM": bm, "BN": bn, "SG": 1, "P_SLM": False}, num_subgroups=1, num_stages=1)
 
-# Xe-HPG (Arc A / Flex): N=8 DPAS, K=16 for 16-bit types (so BN >= 16), no large register file
-# (4 KB per thread): a K and a V block of D=64 alone fill it; 4 query rows per subgroup spill
-# 7.0 KB (fp16, D=64), 8 rows 11.9 KB (Intel's compiler). Correct, not fast.
-_DG2_CONFIGS = [
-    _c(16, 16, 4, 2),
-    _c(8, 16, 2, 2),
-]
 
-# The OpenCL CPU device: no DPAS (FMAs with subgroup shuffles, fully unrolled), so small tiles:
-# a 4x16 score tile with D=64 builds in about 20 s in the CPU driver, 16x16 with D=80 in minutes.
-_GENERIC_CONFIGS = [
-    Config({"BM": 4, "BN": 16, "SG": 1, "P_SLM": False}, num_subgroups=1, num_stages=1),
-    Config({"BM": 8, "BN": 16, "SG": 1, "P_SLM": False}, num_subgroups=1, num_stages=1),
-    Config({"BM": 1, "BN": 16, "SG": 1, "P_SLM": False}, num_subgroups=1, num_stages=1),   # decode
-]
+# Candidates per target, kernel and head dim class ("small": D <= 64, "large": D > 64); Intel's
+# compiler prunes the ones that spill (xejit.autotuner's compiler verdict), the rest are timed.
+# In the dk/dv kernel BN is the key block (rows, split over the subgroups) and BM the query block.
+#
+# Xe-HPC / Xe2 (pvc, bmg, lnl, ptl): 256 GRF. Forward: 8 query rows per subgroup (one DPAS
+# repeat), each subgroup holds a whole K and V block, so BN stays small. Backward: dq holds q, dO
+# and the fp32 dq block and reads K three ways (K^T, V^T, K): 8 rows spill 4.5 KB at D=128, 4 rows
+# none; dk/dv holds K, V and two fp32 accumulators: 8 keys per subgroup spill 45 KB at D=128, 4 none.
+_XE = {
+    ("fwd", "small"): [_c(64, 16, 8, 2, "256"), _c(64, 32, 8, 2, "256"), _c(16, 16, 2, 2, "256")],
+    ("fwd", "large"): [_c(64, 16, 8, 2, "256"), _c(128, 16, 16, 2, "256"), _c(16, 16, 2, 2, "256")],
+    ("dq", "small"): [_c(64, 16, 8, 2, "256"), _c(32, 16, 8, 2, "256")],
+    ("dq", "large"): [_c(64, 16, 8, 2, "256"), _c(32, 16, 8, 2, "256"), _c(16, 16, 4, 1, "256")],
+    ("dkdv", "small"): [_c(16, 64, 8, 2, "256"), _c(16, 32, 8, 2, "256")],
+    ("dkdv", "large"): [_c(16, 64, 8, 2, "256"), _c(16, 32, 8, 2, "256"), _c(16, 16, 4, 1, "256")],
+}
 
-CONFIGS: dict[str, list[Config]] = {
-    "pvc": _XE_CONFIGS, "bmg": _XE_CONFIGS, "lnl": _XE_CONFIGS, "ptl": _XE_CONFIGS,
-    "dg2": _DG2_CONFIGS, "generic": _GENERIC_CONFIGS,
+# Xe-HPG (Arc A / Flex): N=8 DPAS, K=16 for 16-bit types (so BN >= 16), 128 GRF of 32 bytes
+# (4 KB per thread) and no 2D block IO (loads are gathers, their addresses in registers too):
+# one query row per subgroup is the only forward that does not spill at D=64 (2 rows: 5.3 KB);
+# D=128 and the backward spill in every config of these kernels (each holds a whole K or V block
+# of D columns); the least bad is kept, with a warning.
+_DG2 = {
+    ("fwd", "small"): [_c(2, 16, 2, 1), _c(16, 16, 4, 2)],
+    ("fwd", "large"): [_c(2, 16, 2, 1), _c(16, 16, 4, 2)],
+    ("dq", "small"): [_c(2, 16, 2, 1)],
+    ("dq", "large"): [_c(2, 16, 2, 1)],
+    ("dkdv", "small"): [_c(16, 2, 2, 1)],
+    ("dkdv", "large"): [_c(16, 2, 2, 1)],
+}
+
+# The OpenCL CPU device: no DPAS (FMAs with subgroup shuffles, fully unrolled), so small tiles.
+# Its driver's build time grows fast with the rows per program (fp32 D=64 forward: 1 row 14 s,
+# 2 rows 22 s, 4 rows 35-68 s; dq 1 / 2 / 4 rows: 20 / 44 / 100 s; dk/dv 2 / 4 keys: 16 / 94 s,
+# on 2 loaded cores): the cheapest build comes first (taken untuned, XEJIT_ATTENTION_TUNE=0),
+# the autotuner times the others.
+_GENERIC = {
+    ("fwd", "small"): [_g(2, 16), _g(4, 16), _g(8, 16), _g(1, 16)],
+    ("dq", "small"): [_g(1, 16), _g(2, 16), _g(4, 16)],
+    ("dkdv", "small"): [_g(16, 2), _g(16, 4)],
+}
+_GENERIC.update({(kind, "large"): v for (kind, _), v in _GENERIC.items()})
+
+CONFIGS: dict[str, dict[tuple[str, str], list[Config]]] = {
+    "pvc": _XE, "bmg": _XE, "lnl": _XE, "ptl": _XE, "dg2": _DG2, "generic": _GENERIC,
 }
 
 
-def configs_for(target: str) -> list[Config]:
-    """The candidate configs of ``target`` (the generic space for unknown targets)."""
-    return list(CONFIGS.get(target, _GENERIC_CONFIGS))
+def configs_for(target: str, kind: str = "fwd", D: int = 64) -> list[Config]:
+    """The candidate configs of kernel ``kind`` ("fwd", "dq", "dkdv") for head dim ``D`` on
+    ``target`` (the generic space for unknown targets)."""
+    table = CONFIGS.get(target, _GENERIC)
+    return list(table[(kind, "small" if D <= 64 else "large")])
 
 
 # --- backward (FlashAttention-2: recompute P from the saved row log-sum-exp) -------------------
@@ -124,7 +147,7 @@ def configs_for(target: str) -> list[Config]:
 # dq [Sq, B*H*BD], dk and dv [Sk, B*Hkv*BD] (column blocks: exact row bounds per head).
 
 
-@xejit.kernel
+@kernel
 def attn_bwd_dq_kernel(q, kt, k, vt, do, lse, delta, dq, Sq, Sk, H, G, qk_scale, sm_scale,
                        BM: xl.constexpr, BN: xl.constexpr, BD: xl.constexpr,
                        CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False,
@@ -164,7 +187,7 @@ def attn_bwd_dq_kernel(q, kt, k, vt, do, lse, delta, dq, Sq, Sk, H, G, qk_scale,
     xl.store_tile(xl.init_tile(dq, [m, bh * BD], [BM, BD]), (acc * sm_scale).to(dq.dtype))
 
 
-@xejit.kernel
+@kernel
 def attn_bwd_dkdv_kernel(q, qt, k, v, do, dot, lse_r, delta_r, dk, dv, Sq, Sk, H, G, qk_scale, sm_scale,
                          BM: xl.constexpr, BN: xl.constexpr, BD: xl.constexpr,
                          CAUSAL: xl.constexpr = False, SG: xl.constexpr = 1, P_SLM: xl.constexpr = False):
@@ -183,7 +206,7 @@ def attn_bwd_dkdv_kernel(q, qt, k, v, do, dot, lse_r, delta_r, dk, dv, Sq, Sk, H
     m_start = 0
     if CAUSAL:
         m_start = (n // BM) * BM
-    for g in range(0, G):
+    for g in range(G):
         bh = bh0 + g
         tqt = xl.init_tile(qt, [0, bh * Sq + m_start], [BD, BM])
         tq = xl.init_tile(q, [bh * Sq + m_start, 0], [BM, BD])
@@ -216,3 +239,103 @@ def attn_bwd_dkdv_kernel(q, qt, k, v, do, dot, lse_r, delta_r, dk, dv, Sq, Sk, H
             td = xl.update_tile_offset(td, 0, BM)
     xl.store_tile(xl.init_tile(dk, [n, kvh * BD], [BN, BD]), (dk_acc * sm_scale).to(dk.dtype))
     xl.store_tile(xl.init_tile(dv, [n, kvh * BD], [BN, BD]), dv_acc.to(dv.dtype))
+
+
+# --- compile without launching (the GPU compile report, the tests of the chosen configs) --------
+
+def _empty(shape: tuple[int, ...], dtype: str):
+    """An uninitialised array of ``dtype`` (a torch tensor for bfloat16, which numpy lacks)."""
+    if dtype == "bfloat16":
+        import torch
+        return torch.empty(shape, dtype=torch.bfloat16)
+    import numpy as np
+    return np.empty(shape, dtype)
+
+
+def _t(x):
+    return x.t() if hasattr(x, "t") and callable(x.t) else x.T
+
+
+def compile_for(kind: str, target: str, D: int, dtype: str, config: Config, *, causal: bool = True,
+                B: int = 1, H: int = 8, G: int = 1, Sq: int = 1024, Sk: int = 1024):
+    """``kind`` ("fwd", "dq" or "dkdv") compiled for ``target`` with ``config`` (for the dk/dv
+    kernel: BN is the key block, BM the query block), on arrays of the layouts ``xejit.attention``
+    launches with; nothing is launched. The result's ``.device_binary`` is Intel's compiler's
+    build for GPU targets."""
+    BD = -(-D // 16) * 16
+    Hkv = H // G
+    q = _empty((B * H * Sq, D), dtype)
+    k = _empty((B * Hkv * Sk, D), dtype)
+    lse_c = _empty((Sq, -(-(B * H) // 4) * 4), "float32")
+    qk_scale = LOG2E / D ** 0.5
+    opts = dict(BD=BD, CAUSAL=causal, **config.all_kwargs())
+    if kind == "fwd":
+        o = _empty((Sq, B * H * BD), dtype)
+        return attn_fwd_kernel.compile(q, _t(k), k, o, lse_c, Sq, Sk, H, G, qk_scale, TRIM=Sq <= Sk,
+                                       target=target, **opts)
+    if kind == "dq":
+        dq = _empty((Sq, B * H * BD), dtype)
+        return attn_bwd_dq_kernel.compile(q, _t(k), k, _t(k), q, lse_c, lse_c, dq, Sq, Sk, H, G, qk_scale,
+                                          D ** -0.5, TRIM=Sq <= Sk, target=target, **opts)
+    if kind == "dkdv":
+        lse_r = _empty((B * H, Sq), "float32")
+        dk = _empty((Sk, B * Hkv * BD), dtype)
+        return attn_bwd_dkdv_kernel.compile(q, _t(q), k, k, q, _t(q), lse_r, lse_r, dk, dk, Sq, Sk, H, G,
+                                            qk_scale, D ** -0.5, target=target, **opts)
+    raise ValueError(f"kind must be 'fwd', 'dq' or 'dkdv', got {kind!r}")
+
+
+def inner_dpas_loop(binary):
+    """The hot loop of an attention kernel: the innermost loop with DPAS and the fewest
+    instructions per DPAS (the backward's dk/dv query loop sits inside a loop over the query
+    heads, and loops versioned on 2D block surface checks have a fast and a cold copy)."""
+    from xejit.codegen import isa
+    listing = isa.parse(binary.isa)
+    spans = isa.loops(listing)
+    inner = [(a, b) for a, b in spans if not any(a < c and d <= b and (c, d) != (a, b) for c, d in spans)]
+    mixes = [isa.mix(listing[a:b + 1]) for a, b in inner]
+    mixes = [m for m in mixes if m.dpas] or mixes
+    return min(mixes, key=lambda m: (m.per_dpas or 1e9, -m.dpas)) if mixes else None
+
+
+def dpas_per_step(target: str, kind: str, config: Config, D: int) -> int:
+    """The tile arithmetic of one loop step: three (forward: two) products of a subgroup's rows."""
+    from xejit.codegen.targets import get_target
+    t = get_target(target)
+    kw = config.kwargs
+    rows = (kw["BN"] if kind == "dkdv" else kw["BM"]) // kw["SG"]
+    cols = kw["BM"] if kind == "dkdv" else kw["BN"]     # the other length of the score block
+    bd, k = -(-D // 16) * 16, t.dpas.k_of("fp16")
+    reps = -(-rows // t.dpas.max_m)
+    scores = reps * (cols // t.dpas.n) * (bd // k)          # S (and dP): rows x cols over BD
+    update = reps * (bd // t.dpas.n) * (cols // k)          # rows x BD over cols
+    return {"fwd": scores + update, "dq": 2 * scores + update, "dkdv": 2 * scores + 2 * update}[kind]
+
+
+def compile_report(target: str, kind: str, D: int, dtype: str) -> list[dict]:
+    """Compile the candidates of (target, kind, D, dtype) in order until Intel's compiler accepts
+    one (no spill, no private memory in the hot loop: the autotuner's verdict); a row each, the
+    accepted one (else the least bad) marked ``chosen``: the config the library takes untuned."""
+    rows = []
+    for cfg in configs_for(target, kind, D):
+        kw = cfg.kwargs
+        row = {"target": target, "kind": kind, "D": D, "dtype": dtype, "grf_mode": cfg.grf_mode,
+               "config": f"{kw['BM']}x{kw['BN']}/{cfg.num_subgroups}sg"}
+        try:
+            b = compile_for(kind, target, D, dtype, cfg).device_binary
+            loop = inner_dpas_loop(b)
+            row.update(grf=b.grf_count, spill=b.spill_bytes, private=b.private_bytes,
+                       dpas=loop.dpas if loop else 0, tile_dpas=dpas_per_step(target, kind, cfg, D),
+                       block_loads=loop.block_loads if loop else 0, per_dpas=loop.per_dpas if loop else None,
+                       accepted=b.spill_bytes == 0 and not (b.hot_loop and b.hot_loop.private_sends))
+        except Exception as e:  # noqa: BLE001  (a row that failed says so)
+            row.update(error=f"{type(e).__name__}: {str(e).splitlines()[0][:160]}", accepted=False)
+        rows.append(row)
+        if row["accepted"]:
+            break
+    accepted = [r for r in rows if r["accepted"]]
+    chosen = accepted[0] if accepted else min((r for r in rows if "error" not in r), key=lambda r: r["spill"],
+                                              default=None)
+    if chosen is not None:
+        chosen["chosen"] = True
+    return rows
