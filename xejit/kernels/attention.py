@@ -24,6 +24,8 @@ from __future__ import annotations
 # The DSL by module, not through the package: ``xejit/__init__`` imports attention, which imports this.
 from xejit import language as xl
 from xejit.autotuner import Config
+from xejit.codegen import isa
+from xejit.codegen.targets import get_target
 from xejit.jit import kernel
 
 LOG2E = 1.4426950408889634
@@ -289,7 +291,6 @@ def inner_dpas_loop(binary):
     """The hot loop of an attention kernel: the innermost loop with DPAS and the fewest
     instructions per DPAS (the backward's dk/dv query loop sits inside a loop over the query
     heads, and loops versioned on 2D block surface checks have a fast and a cold copy)."""
-    from xejit.codegen import isa
     listing = isa.parse(binary.isa)
     spans = isa.loops(listing)
     inner = [(a, b) for a, b in spans if not any(a < c and d <= b and (c, d) != (a, b) for c, d in spans)]
@@ -300,7 +301,6 @@ def inner_dpas_loop(binary):
 
 def dpas_per_step(target: str, kind: str, config: Config, D: int) -> int:
     """The tile arithmetic of one loop step: three (forward: two) products of a subgroup's rows."""
-    from xejit.codegen.targets import get_target
     t = get_target(target)
     kw = config.kwargs
     rows = (kw["BN"] if kind == "dkdv" else kw["BM"]) // kw["SG"]
