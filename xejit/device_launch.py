@@ -12,6 +12,10 @@ raises ``xejit.errors.OutOfBoundsError``.
 """
 from __future__ import annotations
 
+import hashlib
+import pathlib
+import binascii
+import re
 import base64
 import json
 from typing import Any
@@ -55,8 +59,6 @@ def compiler_hash() -> str:
     never reuses SPIR-V from the disk cache (the version number alone does not change in development)."""
     global _compiler_hash
     if _compiler_hash is None:
-        import hashlib
-        import pathlib
         h = hashlib.sha256()
         root = pathlib.Path(__file__).parent
         for sub in ("codegen", "ir"):
@@ -139,8 +141,6 @@ def usable_entry(blob: bytes, num_args: int) -> tuple[dict, bytes] | tuple[None,
     fields (argument kinds, an argument plan over ``num_args`` runtime arguments, the workgroup
     size), strict base64 and the SPIR-V itself (magic number, whole instruction stream, the
     entry point named in the entry) are checked here, so nothing malformed reaches the driver."""
-    import binascii
-    import re
 
     try:
         meta = json.loads(blob.decode("utf-8"))

@@ -7,6 +7,7 @@ The same IR emitted in a fresh process is always valid.
 
 So this worker (a plain script: it imports llvmlite and nothing of xejit) initialises LLVM once
 and then, for each request, forks a child that emits one module and exits. Each emission starts
+import time
 from the same never-used state at the cost of a fork (about a millisecond), and a crash or an
 LLVM fatal error kills only that child and comes back as an error message.
 
@@ -93,7 +94,6 @@ def _child(llvm, request: bytes, wfd: int) -> None:
     try:
         text = ir_text.decode()
         if text.startswith(_OPT_PREFIX):
-            import time
             pipeline, _, text = text[len(_OPT_PREFIX):].partition("\n")
             t0 = time.perf_counter_ns()
             text = _optimize(llvm, text, pipeline)

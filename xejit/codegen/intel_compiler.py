@@ -19,6 +19,9 @@ Example (needs the toolchain):
 """
 from __future__ import annotations
 
+import io
+import yaml
+from elftools.elf.elffile import ELFFile
 import hashlib
 import json
 import os
@@ -155,10 +158,7 @@ class DeviceBinary:
 
 def _ze_info(zebin: bytes) -> dict[str, Any]:
     """The first kernel's ``execution_env`` of a zebin's ``.ze_info``."""
-    import io
 
-    import yaml
-    from elftools.elf.elffile import ELFFile
 
     sec = ELFFile(io.BytesIO(zebin)).get_section_by_name(".ze_info")
     if sec is None:

@@ -15,6 +15,8 @@ Example:
 """
 from __future__ import annotations
 
+import struct
+import array
 import os
 import re
 import shutil
@@ -138,7 +140,6 @@ def optimize_and_emit(module: ir.Module | str, extensions: Iterable[str] = (),
     does not load LLVM. ``pipeline`` is ``"O2"`` (without vectorizers or unrolling) or pass names
     of llvmlite's ``ModulePassManager`` separated by commas (``xejit.codegen.compiler.GENERIC_PASSES``).
     """
-    import struct
 
     ext = tuple(sorted(set(extensions)))
     if isinstance(module, ir.Module) and not module.triple:
@@ -196,7 +197,6 @@ def structure_problem(spv: bytes, entry_point: str | None = None) -> str | None:
         return f"{n} bytes is not a whole number of words of a module with its 5-word header"
     words = memoryview(bytes(spv)).cast("I") if sys.byteorder == "little" else None
     if words is None:   # pragma: no cover (big-endian hosts)
-        import array
         words = array.array("I", bytes(spv))
         words.byteswap()
     if words[0] != SPIRV_MAGIC:

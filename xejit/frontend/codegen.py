@@ -8,6 +8,7 @@ raised in :meth:`CodeGenerator.visit` with the kernel's file, line, column and s
 """
 from __future__ import annotations
 
+import operator
 import ast
 import builtins
 import inspect
@@ -616,7 +617,6 @@ def _no_runtime(f: Any, args: list, kwargs: dict) -> None:
 
 
 def _fold(sym: str, a: Any, b: Any) -> Any:
-    import operator
     ops = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
            "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "&": operator.and_,
            "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift}

@@ -5,6 +5,7 @@ float32 rounded to bf16 precision), tiles :class:`TileValue`, arrays :class:`Buf
 """
 from __future__ import annotations
 
+import math
 import linecache
 from dataclasses import dataclass
 
@@ -115,7 +116,6 @@ BINARY = {
 
 
 def _erf(x):
-    import math
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 

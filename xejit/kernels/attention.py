@@ -22,6 +22,7 @@ and, with ``TRIM`` (set by the host when ``Sq <= Sk``), ends the key loop at the
 from __future__ import annotations
 
 # The DSL by module, not through the package: ``xejit/__init__`` imports attention, which imports this.
+import numpy as np
 from xejit import language as xl
 from xejit.autotuner import Config
 from xejit.codegen import isa
@@ -250,7 +251,6 @@ def _empty(shape: tuple[int, ...], dtype: str):
     if dtype == "bfloat16":
         import torch
         return torch.empty(shape, dtype=torch.bfloat16)
-    import numpy as np
     return np.empty(shape, dtype)
 
 
