@@ -7,7 +7,6 @@ The same IR emitted in a fresh process is always valid.
 
 So this worker (a plain script: it imports llvmlite and nothing of xejit) initialises LLVM once
 and then, for each request, forks a child that emits one module and exits. Each emission starts
-import time
 from the same never-used state at the cost of a fork (about a millisecond), and a crash or an
 LLVM fatal error kills only that child and comes back as an error message.
 
@@ -25,6 +24,7 @@ import signal
 import struct
 import sys
 import tempfile
+import time
 
 TRIPLE = "spirv64-unknown-unknown"
 

@@ -21,8 +21,9 @@ and, with ``TRIM`` (set by the host when ``Sq <= Sk``), ends the key loop at the
 """
 from __future__ import annotations
 
-# The DSL by module, not through the package: ``xejit/__init__`` imports attention, which imports this.
 import numpy as np
+
+# The DSL by module, not through the package: ``xejit/__init__`` imports attention, which imports this.
 from xejit import language as xl
 from xejit.autotuner import Config
 from xejit.codegen import isa
