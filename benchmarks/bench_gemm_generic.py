@@ -26,7 +26,7 @@ import xejit.jit  # noqa: E402
 from xejit import device_launch  # noqa: E402
 from xejit.codegen.compiler import compile_kernel  # noqa: E402
 from xejit.runtime import build_program, usm  # noqa: E402
-from tests.compiler.kernels import matmul  # noqa: E402
+from tests.kernels import matmul  # noqa: E402
 
 
 # (BM, BN, BK, num_subgroups). The CPU device here compiles for AVX2 (16 ymm registers): a

@@ -14,7 +14,7 @@ from xejit.codegen.targets import TARGETS, get_target
 from xejit.ir.core import f32
 from xejit.kernels.gemm import configs_for, gemm_kernel
 
-from tests.compiler.kernels import matmul
+from tests.kernels import matmul
 
 F16 = np.float16
 

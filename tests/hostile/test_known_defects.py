@@ -13,7 +13,7 @@ import pytest
 
 import xejit
 import xejit.language as xl
-from tests.compiler.helpers import use_mode
+from tests.helpers import use_mode
 
 FAR = 2**32      # truncates to row 0
 

@@ -15,7 +15,7 @@ from xejit.ir.printer import print_function, print_module
 from xejit.ir.xegpu import TensorDescType
 from xejit.kernels.gemm import gemm_kernel
 
-from ..compiler import kernels as K
+from .. import kernels as K
 
 X32 = np.zeros((64, 64), np.float32)
 X16 = np.zeros((64, 64), np.float16)

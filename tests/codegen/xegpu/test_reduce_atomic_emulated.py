@@ -1,13 +1,13 @@
 """Row softmax (tile_reduce max/sum along dim 1 + tile_broadcast) and split-K GEMM (fp32
 atomic_rmw_tile add) through ``kernel[grid]`` on the pvc and dg2 code paths (DPAS and 2D block
 IO emulated on the CPU device), against float64 numpy. Parameters as in
-tests/compiler/test_device.py (the generic path)."""
+tests/codegen/test_device.py (the generic path)."""
 import numpy as np
 import pytest
 
 import xejit
-from tests.compiler.helpers import check, f64, poisoned, rand
-from tests.compiler.kernels import matmul_splitk, softmax
+from tests.helpers import check, f64, poisoned, rand
+from tests.kernels import matmul_splitk, softmax
 
 
 @pytest.fixture

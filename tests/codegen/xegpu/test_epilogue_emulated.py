@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import xejit
-from tests.compiler.kernels import matmul_bias_relu
+from tests.kernels import matmul_bias_relu
 
 
 @pytest.mark.parametrize("target", ["pvc", "dg2"])

@@ -15,8 +15,8 @@ import xejit
 import xejit.language as xl
 from xejit.codegen.compiler import compile_kernel
 
-from .helpers import check, f64, poisoned, rand
-from .kernels import colsum, colsum_layout, convert_scale, rowsum_layout, transpose_layout
+from ..helpers import check, f64, poisoned, rand
+from ..kernels import colsum, colsum_layout, convert_scale, rowsum_layout, transpose_layout
 
 TARGETS = ["generic", "pvc", "dg2"]
 
@@ -127,7 +127,7 @@ def test_rfc_appendix_gemm_with_transpose_broadcast_and_reduction(target, dtype)
 @pytest.mark.parametrize("target,tile", [("generic", (6, 16, 16, 1)), ("pvc", (32, 64, 32, 2)),
                                          ("dg2", (32, 64, 32, 2))], indirect=["target"])
 def test_gemm_1000_cubed(target, tile, rng):
-    from .kernels import matmul
+    from ..kernels import matmul
     n = 1000
     BM, BN, BK, ns = tile
     a, b = rand(rng, (n, n), "f16"), rand(rng, (n, n), "f16")

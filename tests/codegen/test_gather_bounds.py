@@ -7,7 +7,7 @@ import xejit
 import xejit.language as xl
 from xejit.runtime import usm
 
-from .helpers import use_mode
+from ..helpers import use_mode
 
 
 @xejit.kernel

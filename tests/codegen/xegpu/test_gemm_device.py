@@ -190,7 +190,7 @@ def test_gemm_emulated_with_bases_off_64_byte_boundaries(monkeypatch, misalign):
     """2D block IO aligns the base down to 64 bytes and moves x by the rest (as on the hardware):
     zero-copy USM views whose bases sit 16..48 bytes past a boundary exercise that arithmetic."""
     import xejit
-    from tests.compiler.kernels import matmul
+    from tests.kernels import matmul
     monkeypatch.delenv("XEJIT_INTERPRET", raising=False)
     monkeypatch.setenv("XEJIT_EMULATE", "pvc")
     rng = np.random.default_rng(sum(misalign))

@@ -10,7 +10,7 @@ from xejit.codegen.compiler import CompilerError, compile_kernel
 from xejit.codegen.spirv import validate
 from xejit.device_launch import cache_key, expand_args
 
-from .kernels import matmul, matmul_bias_relu, matmul_splitk, rowsum_convert, rowsum_layout, softmax
+from ..kernels import matmul, matmul_bias_relu, matmul_splitk, rowsum_convert, rowsum_layout, softmax
 
 X = np.zeros((16, 16), np.float32)
 

@@ -5,7 +5,7 @@ import pytest
 
 import xejit
 import xejit.language as xl
-from tests.compiler.helpers import use_mode
+from tests.helpers import use_mode
 
 
 @xejit.kernel

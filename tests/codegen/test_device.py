@@ -9,8 +9,8 @@ import zlib
 import numpy as np
 import pytest
 
-from .helpers import check, f64, poisoned, rand
-from .kernels import (colsum, eltwise, matmul, matmul_bias_relu, matmul_int, matmul_layout,
+from ..helpers import check, f64, poisoned, rand
+from ..kernels import (colsum, eltwise, matmul, matmul_bias_relu, matmul_int, matmul_layout,
                       matmul_splitk, softmax, transpose)
 
 

@@ -11,7 +11,7 @@ from xejit.ir import Buffer, Interpreter, verify_function
 from xejit.ir.core import TileType, VectorType, f32
 from xejit.ir.gpu import run_grid_subgroups
 
-from .kernels import (colsum_layout, convert_scale, matmul, matmul_bias_relu, matmul_layout, rowsum_layout,
+from ..kernels import (colsum_layout, convert_scale, matmul, matmul_bias_relu, matmul_layout, rowsum_layout,
                       softmax, transpose, transpose_layout)
 
 SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))

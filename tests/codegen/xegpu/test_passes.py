@@ -283,7 +283,7 @@ _EXCHANGES = [
 @pytest.mark.parametrize("target", ["pvc", "dg2"])
 @pytest.mark.parametrize("name,meta,xshape,yshape", _EXCHANGES)
 def test_slm_exchange_blocked_matches_subgroup_ir(target, name, meta, xshape, yshape):
-    from tests.compiler import kernels as ck
+    from tests import kernels as ck
     from xejit.codegen.passes import cleanup, distribute_to_subgroups, propagate_layouts
     from xejit.ir import Buffer, f32
     from xejit.ir.gpu import run_grid_subgroups

@@ -5,7 +5,7 @@ import pytest
 
 import xejit
 import xejit.language as xl
-from tests.compiler.helpers import use_mode
+from tests.helpers import use_mode
 
 SPECIAL = [-1e10, -129.7, -128.5, -3.7, -0.5, 0.0, 0.5, 2.9, 127.9, 128.0, 255.9, 300.0, 1e10,
            np.nan, np.inf, -np.inf]

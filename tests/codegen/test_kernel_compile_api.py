@@ -4,7 +4,7 @@ import pytest
 
 from xejit.codegen.spirv import validate
 
-from .kernels import matmul as matmul_kernel
+from ..kernels import matmul as matmul_kernel
 
 
 def test_compile_for_the_device_target_has_every_stage():

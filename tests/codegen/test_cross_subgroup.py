@@ -9,8 +9,8 @@ import xejit
 import xejit.language as xl
 from xejit.codegen.compiler import compile_kernel
 
-from .helpers import check, f64, poisoned, rand
-from .kernels import rowsum_layout
+from ..helpers import check, f64, poisoned, rand
+from ..kernels import rowsum_layout
 
 
 @xejit.kernel
