@@ -51,7 +51,7 @@ from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.intel_compiler import find_toolchain
 from .codegen.targets import check_block_shape, get_target
-from .device_launch import emulated_target
+from .device_launch import resolve_target
 from .ir.core import ScalarType, f32, scalar_type_from_numpy
 from .runtime import default_device
 from .runtime.cache import default_cache, key_of
@@ -144,11 +144,8 @@ def do_bench(fn: Callable[[], Any], *, warmup: float = 25.0, rep: float = 100.0,
 # --- static resource checks ---------------------------------------------------------------------
 
 def current_target() -> str:
-    """The target configs are checked against: ``XEJIT_EMULATE`` if set, else the default device's."""
-    emulate = emulated_target()
-    if emulate:
-        return emulate
-    return default_device().target
+    """The target configs are checked against (``device_launch.resolve_target``)."""
+    return resolve_target()[0]
 
 
 def _max_workgroup_size() -> int | None:

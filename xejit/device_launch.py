@@ -85,21 +85,30 @@ def emulated_target() -> str | None:
     return name
 
 
+def resolve_target(device=None) -> tuple[str, bool]:
+    """(target name, emulated?) that a compile or launch uses -- the one place that decides it:
+    the target ``XEJIT_EMULATE`` names, emulated on the CPU device, else ``device``'s (default:
+    the current device) natively. Launches, ``Kernel.compile`` and the autotuner all ask here."""
+    name = emulated_target()
+    if name:
+        return name, True
+    return (device or default_device()).target, False
+
+
 def compiled(kernel, module: Module, options: dict, device=None):
     """(runtime kernel, signature, arg plan, workgroup size) for ``module`` on ``device``."""
 
     device = device or default_device()
-    emulate_target = emulated_target()
+    target, emulated = resolve_target(device)
     if bounds_debug.debug_enabled():   # a separate build: part of every cache key below
         options = {**options, "debug": True}
-    target = emulate_target or device.target
     # Fast path for repeated launches: the jit keeps one Module object per specialization, so
     # its identity (checked, not just its id) stands for the specialization without hashing.
-    fast_key = (id(module), target, bool(emulate_target), device, tuple(sorted(options.items())))
+    fast_key = (id(module), target, emulated, device, tuple(sorted(options.items())))
     hit = _fast.get(fast_key)
     if hit is not None and hit[0] is module:
         return hit[1]
-    key = cache_key(kernel, module, target, options, bool(emulate_target))
+    key = cache_key(kernel, module, target, options, emulated)
     got = _memo.get((key, device))
     if got is not None:
         _fast[fast_key] = (module, got)
@@ -112,13 +121,13 @@ def compiled(kernel, module: Module, options: dict, device=None):
     if meta is None:
         ck = compile_kernel(module, target, num_subgroups=options.get("num_subgroups"),
                             num_stages=options.get("num_stages", 3),
-                            grf_mode=options.get("grf_mode", "default"), emulate=bool(emulate_target),
+                            grf_mode=options.get("grf_mode", "default"), emulate=emulated,
                             binary_cache=cache, debug=bool(options.get("debug")))
         spv = ck.spv
         meta = {"spv": base64.b64encode(spv).decode(), "name": ck.name, "signature": list(ck.signature),
                 "arg_plan": [list(p) for p in ck.arg_plan], "workgroup_size": list(ck.workgroup_size),
                 # grf_mode="auto" is resolved at compile time; the driver gets the chosen mode's option.
-                "build_options": "" if emulate_target else ck.build_options(device.backend)}
+                "build_options": "" if emulated else ck.build_options(device.backend)}
         if ck.debug_sites is not None:
             meta["debug_sites"] = ck.debug_sites
         cache.put(key, json.dumps(meta).encode())

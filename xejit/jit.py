@@ -38,9 +38,8 @@ from .ir.core import Module, f32, index
 from .launch_plan import remember, try_launch
 from .codegen.compiler import compile_kernel
 from .codegen.passes.common import written_arrays
-from .device_launch import compile_and_launch, emulated_target
+from .device_launch import compile_and_launch, resolve_target
 from .errors import ArgumentValueError
-from .runtime import default_device
 from .runtime.cache import default_cache
 from .runtime.usm_array import UsmArray, from_object, is_device_object
 
@@ -242,11 +241,8 @@ class Kernel:
         params, _, options, key = self.bind(args, kwargs)
         mod = self._module(params, options, key)
         if target is None:
-            target = emulated_target()
-            if target is None:
-                target = default_device().target
-            elif emulate is None:
-                emulate = True
+            target, emulated = resolve_target()
+            emulate = emulated if emulate is None else emulate
         return compile_kernel(mod, target, num_subgroups=options["num_subgroups"],
                               num_stages=options["num_stages"], grf_mode=options["grf_mode"],
                               emulate=bool(emulate), binary_cache=default_cache())
