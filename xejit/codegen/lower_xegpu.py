@@ -213,6 +213,8 @@ class XeGPULowering:
         self.fallbacks: list[str] = []
         self._span: dict[int, tuple] = {}     # id(Arr) -> (lo, hi) element offsets (array_span)
         self._payloads: dict[tuple, ir.Value] = {}   # (id(surface ok flag), BlockVariant) -> payload
+        self._preheaders: list[ir.Block] = []          # of the scf.for loops around self.b, outer first
+        self._surf_depth: dict[int, int] = {}          # id(surface ok flag) -> loop depth it is made at
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -823,6 +825,7 @@ class XeGPULowering:
         if eb > 1:    # x in whole elements (TD.xy): a base aligned to its element size
             ok = b.and_(ok, b.icmp_unsigned("==", b.and_(off32, I32(eb - 1)), I32(0)))
         ok = b.and_(ok, b.icmp_signed(">=", pitch, width))
+        self._surf_depth[id(ok)] = len(self._preheaders)
         return base, width32, height32, pitch32, off32, ok
 
     def block_xy(self, td: TD, unit_bytes: int, eb: int, off: ir.Value) -> tuple[ir.Value, ir.Value]:
@@ -852,24 +855,27 @@ class XeGPULowering:
         return base, width, height, pitch, coord, ok
 
     def payload(self, td: TD, var: emu.BlockVariant) -> ir.Value | None:
-        """The IGC address payload of ``td``'s surface for blocks of ``var`` (made once, right
-        after the surface, so outside the k-loops that use it), or None where the SPIR-V builtin
-        is used: under emulation, on targets without the builtins, for shapes they lack
-        (``block_payload.problem``). Every access sets the payload's x and y, so descriptors
-        moved from one another share it in any order."""
+        """The IGC address payload of ``td``'s surface for blocks of ``var`` in the current loop,
+        or None where the SPIR-V builtin is used: under emulation, on targets without the
+        builtins, for shapes they lack (``block_payload.problem``), and outside the loops the
+        surface is made around (IGC builds the payload once there either way).
+
+        The payload is made in the preheader of the outermost loop entered since the surface
+        (made at the surface, payloads stayed live across the whole prologue and the cold
+        per-lane loop version, which then spilled on bmg). Every access sets its x and y, so
+        descriptors moved from one another share it in any order."""
         if self.emulate or td.surf is None or bp.problem(self.target, var) is not None:
             return None
         base, width, height, pitch, _, ok = td.surf
-        key = (id(ok), var)
+        depth = self._surf_depth.get(id(ok), 0)
+        if len(self._preheaders) <= depth or self.versioned.get(id(ok)) is False:
+            return None     # not in a loop of the surface, or in its per-lane version
+        pre = self._preheaders[depth]
+        key = (id(ok), var, id(pre))
         if key not in self._payloads:
-            blk = ok.parent
-            n, where = len(blk.instructions), blk.instructions.index(ok)
-            at = ir.IRBuilder(blk)
-            at.position_after(ok)
+            at = ir.IRBuilder(pre)
+            at.position_before(pre.terminator)
             self._payloads[key] = bp.create(at, var, base, width, height, pitch)
-            if self.b.block is blk and self.b._anchor > where:
-                # llvmlite builders insert at an index into the block: move ours past the payload
-                self.b._anchor += len(blk.instructions) - n
             self.instructions["2D block address payload (IGC builtin)"] += 1
         return self._payloads[key]
 
@@ -1549,7 +1555,9 @@ class XeGPULowering:
             self.env[id(arg)] = val
             carried.append(val)
             pos += k
+        self._preheaders.append(pre)
         ys = self.block(body)
+        self._preheaders.pop()
         yflat = [v for y in ys for v in self._flat(y)]
         latch = b.block
         iv.add_incoming(b.add(iv, step), latch)
