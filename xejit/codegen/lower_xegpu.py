@@ -152,9 +152,9 @@ class TD:
     surf: Optional[tuple] = None
     #: (x in elements, y) as i32 on that surface, moved with (row, col) by 32-bit adds: the block
     #: coordinates of real 2D block instructions (None under emulation and without a surface)
-    xy: Optional[tuple] = None
+    xy: tuple | None = None
 
-    def moved(self, row, col, xy: Optional[tuple] = None) -> "TD":
+    def moved(self, row, col, xy: tuple | None = None) -> "TD":
         return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf, xy)
 
 
