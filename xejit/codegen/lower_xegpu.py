@@ -212,7 +212,7 @@ class XeGPULowering:
         self.versioned: dict[int, bool] = {}
         self.fallbacks: list[str] = []
         self._span: dict[int, tuple] = {}     # id(Arr) -> (lo, hi) element offsets (array_span)
-        self._payloads: dict[tuple, ir.Value] = {}   # (id(surface ok flag), BlockVariant) -> payload
+        self._payloads: dict[tuple, ir.Value] = {}   # (id(surface ok), BlockVariant, id(preheader)) -> payload
         self._preheaders: list[ir.Block] = []          # of the scf.for loops around self.b, outer first
         self._surf_depth: dict[int, int] = {}          # id(surface ok flag) -> loop depth it is made at
 
@@ -821,7 +821,6 @@ class XeGPULowering:
                     b.icmp_signed(">=", pitch, I64(lim.min_pitch_bytes)))
         for v in (pitch, width, td.H):
             ok = b.and_(ok, b.icmp_signed("<", v, I64(lim.max_surface)))
-        # the ok flag is the surface's last instruction: address payloads go right after it
         if eb > 1:    # x in whole elements (TD.xy): a base aligned to its element size
             ok = b.and_(ok, b.icmp_unsigned("==", b.and_(off32, I32(eb - 1)), I32(0)))
         ok = b.and_(ok, b.icmp_signed(">=", pitch, width))
@@ -1051,13 +1050,14 @@ class XeGPULowering:
         if self.target.block_io is None:
             return
         bits, bw, bh, cnt = xg.block_params(op)
-        ap = self.payload(td, emu.BlockVariant("prefetch", self.sg, bits, bw, bh, cnt))
+        var = emu.BlockVariant("prefetch", self.sg, bits, bw, bh, cnt)
+        ap = self.payload(td, var)
         if ap is not None:
             x, y = self.block_xy(td, bits // 8, bits // 8, td.surf[4])
 
             def instruction() -> None:
                 bp.set_xy(self.b, ap, x, y)
-                bp.prefetch(self.b, emu.BlockVariant("prefetch", self.sg, bits, bw, bh, cnt), ap)
+                bp.prefetch(self.b, var, ap)
             self.guarded(td.surf[5], instruction, lambda: None)
         else:
             f = self.instr(emu.declare_block_prefetch(self.module, self.target, bits, bw, bh, cnt,
