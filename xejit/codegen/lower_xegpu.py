@@ -64,6 +64,7 @@ from ..ir.core import (ArrayType, Function, Operation, ScalarType, Value, Vector
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
 from . import bounds_debug
+from . import block_payload as bp
 from . import builtins as bi
 from . import emulation as emu
 from .abi import kernel_abi
@@ -144,9 +145,12 @@ class TD:
     #: (aligned base, width bytes, height, pitch bytes (i32), base offset (i64), ok flag) of a 2D
     #: block surface: fixed per descriptor, computed where it is created (outside k-loops)
     surf: Optional[tuple] = None
+    #: (x in elements, y) as i32 on that surface, moved with (row, col) by 32-bit adds: the block
+    #: coordinates of real 2D block instructions (None under emulation and without a surface)
+    xy: tuple | None = None
 
-    def moved(self, row, col) -> "TD":
-        return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf)
+    def moved(self, row, col, xy: tuple | None = None) -> "TD":
+        return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf, xy)
 
 
 @dataclass
@@ -164,6 +168,13 @@ class Lazy:
     unit: ir.Type
     off: int
     type: VectorType
+
+
+def _i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """An i64 coordinate as i32 (a constant stays a constant)."""
+    if isinstance(v, ir.Constant) and isinstance(v.constant, int):
+        return I32(v.constant)
+    return b.trunc(v, I32)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -194,6 +205,9 @@ class XeGPULowering(LoweringBase):
         #: (codegen/bounds_debug.py); None when not in debug mode
         self.debug_sites: list | None = None
         self.span_checks = True               # False only for benchmarks/bench_gather_bounds.py
+        self._payloads: dict[tuple, ir.Value] = {}   # (id(surface ok), BlockVariant, id(preheader)) -> payload
+        self._preheaders: list[ir.Block] = []          # of the scf.for loops around self.b, outer first
+        self._surf_depth: dict[int, int] = {}          # id(surface ok flag) -> loop depth it is made at
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -603,6 +617,10 @@ class XeGPULowering(LoweringBase):
         td = TD(arr, H, W, s0, I64(1), r, c, op.result.type)
         if self.target.block_io is not None:
             td.surf = self.make_surface(td)
+            eb = t.dtype.bitwidth // 8
+            if not self.emulate and eb >= 1:
+                x0 = self.b.lshr(td.surf[4], I32(eb.bit_length() - 1))   # the surface's base offset
+                td.xy = (self.b.add(_i32(self.b, c), x0), _i32(self.b, r))
         self.env[id(op.result)] = td
 
     def op_xegpu_create_tdesc(self, op: Operation) -> None:
@@ -621,7 +639,11 @@ class XeGPULowering(LoweringBase):
     def op_xegpu_update_nd_offset(self, op: Operation) -> None:
         td: TD = self.env[id(op.operands[0])]
         dr, dc = (self.env[id(v)] for v in op.operands[1:])
-        self.env[id(op.result)] = td.moved(self.b.add(td.row, dr), self.b.add(td.col, dc))
+        b = self.b
+        xy = None
+        if td.xy is not None:
+            xy = (b.add(td.xy[0], _i32(b, dc)), b.add(td.xy[1], _i32(b, dr)))
+        self.env[id(op.result)] = td.moved(b.add(td.row, dr), b.add(td.col, dc), xy)
 
     # -- per-lane accesses in code (dg2, fallbacks, narrow surfaces) --------------------------------
 
@@ -771,25 +793,67 @@ class XeGPULowering(LoweringBase):
         width = b.add(b.mul(td.W, I64(eb)), off)
         pitch = b.mul(td.s0, I64(eb))
         lim = self.target.block_io
+        width32, height32, pitch32 = b.trunc(width, I32), b.trunc(td.H, I32), b.trunc(pitch, I32)
         ok = b.and_(b.icmp_signed(">=", width, I64(lim.min_width_bytes)),
                     b.icmp_signed(">=", pitch, I64(lim.min_pitch_bytes)))
         for v in (pitch, width, td.H):
             ok = b.and_(ok, b.icmp_signed("<", v, I64(lim.max_surface)))
+        if eb > 1:    # x in whole elements (TD.xy): a base aligned to its element size
+            ok = b.and_(ok, b.icmp_unsigned("==", b.and_(off32, I32(eb - 1)), I32(0)))
         ok = b.and_(ok, b.icmp_signed(">=", pitch, width))
-        return base, b.trunc(width, I32), b.trunc(td.H, I32), b.trunc(pitch, I32), off32, ok
+        self._surf_depth[id(ok)] = len(self._preheaders)
+        return base, width32, height32, pitch32, off32, ok
 
-    def surface(self, td: TD, unit_bytes: int, eb: int):
-        """(aligned base, width bytes, height, pitch bytes, (x in units, y), surface-ok flag)."""
+    def block_xy(self, td: TD, unit_bytes: int, eb: int, off: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(x in units of ``unit_bytes``, y) as i32 of the descriptor's block on its surface."""
         b = self.b
-        base, width, height, pitch, off, ok = td.surf if td.surf is not None else self.make_surface(td)
+        if td.xy is not None:     # moved by 32-bit adds; the surface check has an aligned base
+            x, y = td.xy
+            if unit_bytes > eb:
+                x = b.ashr(x, I32((unit_bytes // eb).bit_length() - 1))
+            elif unit_bytes < eb:
+                x = b.shl(x, I32((eb // unit_bytes).bit_length() - 1))
+            return x, y
         # x in units of the block's elements: 32-bit arithmetic and a shift (unit_bytes is a
         # power of two), not a 64-bit signed divide -- this runs every k-step.
         x = b.add(b.mul(b.trunc(td.col, I32), I32(eb)), off)
         if unit_bytes > 1:
             x = b.ashr(x, I32(unit_bytes.bit_length() - 1))
+        return x, b.trunc(td.row, I32)
+
+    def surface(self, td: TD, unit_bytes: int, eb: int):
+        """(aligned base, width bytes, height, pitch bytes, (x in units, y), surface-ok flag)."""
+        b = self.b
+        base, width, height, pitch, off, ok = td.surf if td.surf is not None else self.make_surface(td)
+        x, y = self.block_xy(td, unit_bytes, eb, off)
         coord = b.insert_element(ir.Constant(emu.V2I32, ir.Undefined), x, I32(0))
-        coord = b.insert_element(coord, b.trunc(td.row, I32), I32(1))
+        coord = b.insert_element(coord, y, I32(1))
         return base, width, height, pitch, coord, ok
+
+    def payload(self, td: TD, var: emu.BlockVariant) -> ir.Value | None:
+        """The IGC address payload of ``td``'s surface for blocks of ``var`` in the current loop,
+        or None where the SPIR-V builtin is used: under emulation, on targets without the
+        builtins, for shapes they lack (``block_payload.problem``), and outside the loops the
+        surface is made around (IGC builds the payload once there either way).
+
+        The payload is made in the preheader of the outermost loop entered since the surface
+        (made at the surface, payloads stayed live across the whole prologue and the cold
+        per-lane loop version, which then spilled on bmg). Every access sets its x and y, so
+        descriptors moved from one another share it in any order."""
+        if self.emulate or td.surf is None or bp.problem(self.target, var) is not None:
+            return None
+        base, width, height, pitch, _, ok = td.surf
+        depth = self._surf_depth.get(id(ok), 0)
+        if len(self._preheaders) <= depth or self.versioned.get(id(ok)) is False:
+            return None     # not in a loop of the surface, or in its per-lane version
+        pre = self._preheaders[depth]
+        key = (id(ok), var, id(pre))
+        if key not in self._payloads:
+            at = ir.IRBuilder(pre)
+            at.position_before(pre.terminator)
+            self._payloads[key] = bp.create(at, var, base, width, height, pitch)
+            self.instructions["2D block address payload (IGC builtin)"] += 1
+        return self._payloads[key]
 
     def op_xegpu_load_nd(self, op: Operation) -> None:
         td: TD = self.env[id(op.operands[0])]
@@ -830,17 +894,27 @@ class XeGPULowering(LoweringBase):
         else:
             bits, bw, bh, cnt = xg.block_params(op)
             kind = xg.block_op_kind(op)
-            f = emu.declare_block_load(self.module, self.target, bits, bw, bh, cnt,
-                                       transform=(kind == "load_transform"),
-                                       transpose=(kind == "load_transpose"), emulate=self.emulate)
             var = emu.BlockVariant(kind, self.sg, bits, bw, bh, cnt)
             if var.lane_elems() != per * cnt or var.lane_bits != unit.width:
                 raise self.err(op, f"internal: 2D block {kind} gives {var.lane_elems()} x "
                                    f"i{var.lane_bits} per lane, the block layout {per * cnt} x {unit}")
-            base, wid, hei, pit, coord, ok = self.surface(td, bits // 8, t.dtype.bitwidth // 8)
+            ap = self.payload(td, var)
+            if ap is not None:
+                x, y = self.block_xy(td, bits // 8, t.dtype.bitwidth // 8, td.surf[4])
+                ok = td.surf[5]
+            else:
+                f = emu.declare_block_load(self.module, self.target, bits, bw, bh, cnt,
+                                           transform=(kind == "load_transform"),
+                                           transpose=(kind == "load_transpose"), emulate=self.emulate)
+                base, wid, hei, pit, coord, ok = self.surface(td, bits // 8, t.dtype.bitwidth // 8)
 
             def instruction() -> None:
-                bi.call(b, f, [base, wid, hei, pit, coord, b.bitcast(buf, PRIV)])
+                if ap is not None:
+                    bp.set_xy(b, ap, x, y)
+                    val = bp.load(b, var, ap)
+                    b.store(val, b.bitcast(buf, val.type.as_pointer()))
+                else:
+                    bi.call(b, f, [base, wid, hei, pit, coord, b.bitcast(buf, PRIV)])
                 if pad_v != 0:   # the block pads with zero: out-of-bounds elements take the padding
                     self.pad_out_of_bounds(td, rtypes, w, buf, unit, per, pad)
             self.guarded(ok, instruction, in_code)
@@ -953,9 +1027,20 @@ class XeGPULowering(LoweringBase):
         if self.target.block_io is None:
             return
         bits, bw, bh, cnt = xg.block_params(op)
-        f = emu.declare_block_prefetch(self.module, self.target, bits, bw, bh, cnt, emulate=self.emulate)
-        base, wid, hei, pit, coord, ok = self.surface(td, bits // 8, bits // 8)
-        self.guarded(ok, lambda: bi.call(self.b, f, [base, wid, hei, pit, coord]), lambda: None)
+        var = emu.BlockVariant("prefetch", self.sg, bits, bw, bh, cnt)
+        ap = self.payload(td, var)
+        if ap is not None:
+            x, y = self.block_xy(td, bits // 8, bits // 8, td.surf[4])
+
+            def instruction() -> None:
+                bp.set_xy(self.b, ap, x, y)
+                bp.prefetch(self.b, var, ap)
+            self.guarded(td.surf[5], instruction, lambda: None)
+        else:
+            f = emu.declare_block_prefetch(self.module, self.target, bits, bw, bh, cnt,
+                                           emulate=self.emulate)
+            base, wid, hei, pit, coord, ok = self.surface(td, bits // 8, bits // 8)
+            self.guarded(ok, lambda: bi.call(self.b, f, [base, wid, hei, pit, coord]), lambda: None)
         self.instructions["2d_block_prefetch"] += 1
 
     def _elems(self, v: ir.Value) -> list:
@@ -1364,11 +1449,15 @@ class XeGPULowering(LoweringBase):
 
     @staticmethod
     def _flat(x) -> list:
-        return [x.row, x.col] if isinstance(x, TD) else [x]
+        if isinstance(x, TD):
+            return [x.row, x.col] + list(x.xy or ())
+        return [x]
 
     @staticmethod
     def _rebuild(like, vals):
-        return like.moved(vals[0], vals[1]) if isinstance(like, TD) else vals[0]
+        if isinstance(like, TD):
+            return like.moved(vals[0], vals[1], tuple(vals[2:4]) if like.xy is not None else None)
+        return vals[0]
 
     def op_scf_for(self, op: Operation) -> None:
         """A loop; on real 2D block targets a k-loop is versioned on its descriptors' surface
@@ -1439,7 +1528,9 @@ class XeGPULowering(LoweringBase):
             self.env[id(arg)] = val
             carried.append(val)
             pos += k
+        self._preheaders.append(pre)
         ys = self.block(body)
+        self._preheaders.pop()
         yflat = [v for y in ys for v in self._flat(y)]
         latch = b.block
         iv.add_incoming(b.add(iv, step), latch)

@@ -105,6 +105,12 @@ class BlockIOLimits:
     transform_elem_bits: tuple[int, ...] = (8, 16)   # VNNI packing for the B operand
     transpose_elem_bits: tuple[int, ...] = (32, 64)  # 16-bit data is transposed as 32-bit pairs
     transpose_max_width: tuple[tuple[int, int], ...] = ((32, 8), (64, 4))  # OpenCL: 32b_{16,32}r8x1c
+    #: Intel's compiler (IGC) takes its own 2D block builtins, which keep the block message's
+    #: address payload (base, width, height, pitch, x, y, block shape) in a register built once
+    #: (``__builtin_IB_subgroup_createBlock2DAddressPayload``) and updated per access (set block
+    #: x / y), instead of the Khronos builtins' whole surface on every call, whose payload IGC
+    #: rebuilds per message inside k-loops (benchmarks/bench_device_code.py).
+    address_payload: bool = False
 
     def x_align(self, elem_bits: int) -> int:
         return dict(self.x_alignment).get(elem_bits, 1)
@@ -181,6 +187,9 @@ _EXT_2D = "SPV_INTEL_2d_block_io"
 _EXT_BF16 = "SPV_INTEL_bfloat16_conversion"
 _EXT_CACHE = "SPV_INTEL_cache_controls"
 
+# IGC is the compiler of every target with 2D block IO: its address-payload builtins apply.
+_XE_BLOCK_IO = BlockIOLimits(address_payload=True)
+
 _LARGE_GRF_OPTIONS = (("level_zero", "-ze-opt-large-register-file"), ("opencl", "-cl-intel-256-GRF-per-thread"))
 # 128 x 64-byte registers per thread, 256 in large-GRF mode (HARDWARE.md; for Xe2/Xe3 assumed equal
 # and confirmed by Intel's compiler: grf_count 256 in .ze_info with the large-GRF option).
@@ -201,7 +210,7 @@ TARGETS: dict[str, Target] = {
         description="Intel Data Center GPU Max (Xe-HPC, Ponte Vecchio)",
         subgroup_sizes=(16, 32),            # DESIGN.md: 16
         dpas=_XE_HPC_XE2_DPAS,              # HARDWARE.md: M<=8, N=16, K=32 bytes
-        block_io=BlockIOLimits(),           # HARDWARE.md "2D block IO (PVC, Xe2)"
+        block_io=_XE_BLOCK_IO,              # HARDWARE.md "2D block IO (PVC, Xe2)"
         registers=_XE_GRF,                  # HARDWARE.md
         slm_bytes=128 * 1024,               # HARDWARE.md: 128 KB per Xe core
         named_barriers=32,                  # HARDWARE.md: up to 32 per Xe core
@@ -214,7 +223,7 @@ TARGETS: dict[str, Target] = {
         description="Intel Arc B-series (Xe2-HPG, Battlemage)",
         subgroup_sizes=(16, 32),
         dpas=_XE_HPC_XE2_DPAS,              # HARDWARE.md / MLIR uArch IntelGpuXe2.h
-        block_io=BlockIOLimits(),
+        block_io=_XE_BLOCK_IO,
         registers=_XE_GRF,                  # assumed = Xe-HPC GRF
         slm_bytes=128 * 1024,               # assumed = Xe-HPC per Xe core (not in HARDWARE.md)
         named_barriers=32,                  # assumed = Xe-HPC (not in HARDWARE.md)
@@ -228,7 +237,7 @@ TARGETS: dict[str, Target] = {
         description="Intel Core Ultra 200V (Lunar Lake, Xe2-LPG)",
         subgroup_sizes=(16, 32),
         dpas=_XE_HPC_XE2_DPAS,
-        block_io=BlockIOLimits(),
+        block_io=_XE_BLOCK_IO,
         registers=_XE_GRF,                  # assumed = Xe-HPC GRF
         slm_bytes=128 * 1024,               # assumed
         named_barriers=32,                  # assumed
@@ -242,7 +251,7 @@ TARGETS: dict[str, Target] = {
         description="Intel Core Ultra series 3 (Panther Lake, Xe3-LPG)",
         subgroup_sizes=(16, 32),
         dpas=_XE_HPC_XE2_DPAS,              # DESIGN.md: as Xe2
-        block_io=BlockIOLimits(),
+        block_io=_XE_BLOCK_IO,
         registers=_XE_GRF,                  # assumed = Xe2
         slm_bytes=128 * 1024,               # assumed
         named_barriers=32,                  # assumed

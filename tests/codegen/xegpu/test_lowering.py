@@ -29,9 +29,10 @@ def test_spirv_val_real_builtins(target, dtype, b_col):
     assert "OpSubgroupMatrixMultiplyAccumulateINTEL" in asm
     if target == "dg2":
         assert "Subgroup2DBlock" not in asm
-    else:
+    else:   # loads of more than 16 values per lane and stores: Khronos; prefetches: IGC's payloads
         assert "OpSubgroup2DBlockLoad" in asm and "OpSubgroup2DBlockStoreINTEL" in asm
-        assert "OpSubgroup2DBlockPrefetchINTEL" in asm
+        assert "__builtin_IB_subgroup_createBlock2DAddressPayload" in asm
+        assert "__builtin_IB_subgroup_block_read_ap_prefetch_" in asm
 
 
 def test_f32_without_a_dpas_is_a_reported_fma_fallback(monkeypatch):
@@ -78,12 +79,15 @@ def test_pvc_gemm_k_loop_holds_only_block_loads_prefetches_and_dpas():
     assert len(re.findall(r'call .*@"__xejit_dpas_sg16_bf16_bf16_f32_m8"', fast)) == 32
     assert len(re.findall(r'call .*@"__xejit_2d_load_transform_sg16_e16_w16_h32_c2"', fast)) == 2
     assert len(re.findall(r'call .*@"__xejit_2d_load_sg16_e16_w16_h32_c2"', fast)) == 1
-    assert len(re.findall(r'call .*@"__xejit_2d_prefetch_', fast)) == 3
+    # prefetches through IGC's address payloads, made before the loop: block x / y set, then read
+    assert len(re.findall(r'call .*@"__builtin_IB_subgroup_block_read_ap_prefetch_', fast)) == 3
+    assert len(re.findall(r'call .*@"__builtin_IB_subgroup_setBlock2DAddressPayloadBlock[XY]"', fast)) == 6
+    assert "createBlock2DAddressPayload" not in fast
     assert "addrspace(1)*" not in fast and not re.search(r"load [^,]*, ptr addrspace\(1\)", fast)
-    assert "__xejit_2d_" not in slow
+    assert "__xejit_2d_" not in slow and "__builtin_IB_" not in slow
     asm = disassemble(emit(res["module"], res["extensions"]))
     for inst in ("OpSubgroupMatrixMultiplyAccumulateINTEL", "OpSubgroup2DBlockLoadTransformINTEL",
-                 "OpSubgroup2DBlockLoadINTEL", "OpSubgroup2DBlockPrefetchINTEL"):
+                 "OpSubgroup2DBlockLoadINTEL", "__builtin_IB_subgroup_block_read_ap_prefetch_"):
         assert inst in asm
     assert res["instructions"]["dpas"] == 32
 
