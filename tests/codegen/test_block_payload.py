@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.compiler.kernels import matmul
+from tests.kernels import matmul
 from xejit.codegen import block_payload as bp
 from xejit.codegen import isa
 from xejit.codegen.emulation import BlockVariant
