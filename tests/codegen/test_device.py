@@ -79,6 +79,22 @@ def test_gemm_versions_in_report():
     assert ins["block_read_u32"] >= 8 * 4  # B rows re-read per strip
 
 
+@pytest.mark.parametrize("dt", ["f16", "bf16", "i8", "u8"])
+def test_narrow_gemm_reads_b_rows_by_block_reads(dt):
+    """16-bit float and 8-bit int B rows take the subgroup block reads of their width and the
+    k-loop boundary version (the CPU driver built per-lane narrow loads and the unrolled masked
+    int copy for minutes); results are checked by test_gemm above."""
+    from xejit.codegen.compiler import compile_kernel
+    x = rand(np.random.default_rng(0), (16, 32), dt)
+    isint = dt in ("i8", "u8")
+    c = np.zeros((16, 32), np.int32 if isint else np.float32)
+    kern = matmul_int if isint else matmul
+    ck = compile_kernel(kern.compile_ir(x, x, c, 1, 1, 1, BM=16, BN=32, BK=32, num_subgroups=1), "generic")
+    ins = ck.instructions
+    assert ins[f"block_read_u{8 if isint else 16}"] > 0, dict(ins)
+    assert ins["GEMM boundary path: k loop (masked loads)"] == 1
+
+
 @pytest.mark.parametrize("sgl,sgd", [((2, 2), (8, 16)),     # sg_layout x sg_data < tile: round-robin
                                      ((4, 2), (16, 32)),    # > tile: subgroups share data
                                      ((1, 1), (8, 16))])    # one subgroup, several sub-tiles

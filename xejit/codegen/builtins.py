@@ -56,6 +56,7 @@ _SHUFFLE = {
 BLOCK_READ_U32 = "_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kj"
 BLOCK_WRITE_U32 = "_Z31__spirv_SubgroupBlockWriteINTELPU3AS1jj"
 BLOCK_READ_U16 = "_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kt"   # cl_intel_subgroups_short
+BLOCK_READ_U8 = "_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kh"    # cl_intel_subgroups_char
 BARRIER = "_Z7barrierj"  # OpenCL barrier(flags)
 CLK_LOCAL_MEM_FENCE, CLK_GLOBAL_MEM_FENCE = 1, 2
 
@@ -134,6 +135,11 @@ def block_read_u32(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
 def block_read_u16(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
     """Subgroup block read of 16-bit words: lane ``i`` gets ``ptr[i]`` (``ptr`` uniform)."""
     return call(b, declare(b.module, BLOCK_READ_U16, I16, [GLOBAL]), [ptr])
+
+
+def block_read_u8(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
+    """Subgroup block read of bytes: lane ``i`` gets ``ptr[i]`` (``ptr`` uniform)."""
+    return call(b, declare(b.module, BLOCK_READ_U8, I8, [GLOBAL]), [ptr])
 
 
 def block_write_u32(b: ir.IRBuilder, ptr: ir.Value, value: ir.Value) -> ir.Value:

@@ -489,11 +489,13 @@ class GenericLowering(LoweringBase):
             return f"tile width {t.shape[1]} is not a multiple of the subgroup size {self.S}"
         return None
 
-    def _block_read16_ok(self, tile: Tile) -> bool:
-        """The in-bounds GEMM B rows of 16-bit floats can be read with 16-bit subgroup block reads."""
+    def _block_read_narrow_ok(self, tile: Tile) -> bool:
+        """The in-bounds GEMM B rows of 16-bit floats or 8-bit ints can be read with 16- / 8-bit
+        subgroup block reads (row-major, whole column groups)."""
         t = tile.type
-        return (self.target.has_block_reads and t.dtype.bitwidth == 16 and t.dtype.is_float
-                and t.order == (1, 0) and tile.arr.type.order in ((1, 0), (0,)) and t.shape[1] % self.S == 0)
+        narrow = (t.dtype.bitwidth == 16 and t.dtype.is_float) or (t.dtype.bitwidth == 8 and t.dtype.kind in ("int", "uint"))
+        return (self.target.has_block_reads and narrow and t.order == (1, 0)
+                and tile.arr.type.order in ((1, 0), (0,)) and t.shape[1] % self.S == 0)
 
     def _addr(self, tile: Tile, r: int, col: ir.Value) -> ir.Value:
         b = self.b
@@ -514,7 +516,7 @@ class GenericLowering(LoweringBase):
         if FUSE_MMA_LOADS and self._fusable(op):
             self.count("load fused into tile_mma")
             why = self._block_io_ok(tile)
-            if why is not None and any(i == 1 for _, i in uses) and not self._block_read16_ok(tile):
+            if why is not None and any(i == 1 for _, i in uses) and not self._block_read_narrow_ok(tile):
                 self.report.fallbacks.append(f"{op.loc}: load_tile {list(t.shape)}x{et} (GEMM B): "
                                              f"plain loads ({why})")
             return LazyTile(tile, pad, self._in_bounds(tile), (R, C), et)
@@ -631,16 +633,21 @@ class GenericLowering(LoweringBase):
                     self.count("block_read_u32")
                     vals.append(b.bitcast(w, F32) if et == f32 else w)
                     continue
-                if fast and self._block_read16_ok(tile):
-                    # 16-bit rows of B (f16 / bf16): one subgroup block read per row and column
-                    # group, like the 32-bit path. The CPU driver builds per-lane half loads of a
-                    # GEMM's B rows 6x slower (measured: f16 16x32x32 GEMM 40 s vs f32 6 s).
+                if fast and self._block_read_narrow_ok(tile):
+                    # 16-bit float / 8-bit int rows of B: one subgroup block read per row and
+                    # column group, like the 32-bit path. The CPU driver builds per-lane narrow
+                    # loads of a GEMM's B rows far slower (measured: f16 16x32x32 GEMM 40 s vs
+                    # f32 6 s; with block reads 5.7 s).
                     ptr = self._fast_addr(tile, r, I64(i * self.S))
                     if bump is not None:
                         ptr = b.gep(ptr, [bump], source_etype=mt)
-                    w = bi.block_read_u16(b, ptr)
-                    self.count("block_read_u16")
-                    vals.append(self.from_mem(et, b.bitcast(w, mt) if mt != I16 else w))
+                    if et.bitwidth == 16:
+                        w = bi.block_read_u16(b, ptr)
+                        w = b.bitcast(w, mt) if mt != I16 else w
+                    else:
+                        w = bi.block_read_u8(b, ptr)
+                    self.count(f"block_read_u{et.bitwidth}")
+                    vals.append(self.from_mem(et, w))
                     continue
                 col = self.col_index(C, i)
             self.count(("uniform load (A, broadcast)" if which == "A" else "load") +
@@ -926,8 +933,8 @@ class GenericLowering(LoweringBase):
                     self._bases = {}
                     bf = b.block
                 with otherwise:
-                    if LOOP_BOUNDARY_MMA and not isint and isinstance(A, LazyTile) and isinstance(B, LazyTile):
-                        slow = self._mma_boundary_loop(A, B, acc, M, K, G, prep)
+                    if LOOP_BOUNDARY_MMA and isinstance(A, LazyTile) and isinstance(B, LazyTile):
+                        slow = self._mma_boundary_loop(A, B, acc, M, K, G, prep, isint)
                     else:
                         slow = steps(acc, False)
                     bs = b.block
@@ -956,7 +963,7 @@ class GenericLowering(LoweringBase):
             self._bases["zero"] = z
         return z
 
-    def _mma_boundary_loop(self, A, B, acc, M, K, G, prep):
+    def _mma_boundary_loop(self, A, B, acc, M, K, G, prep, isint: bool = False):
         """acc += A @ B for fused loads of a tile not fully in bounds: a loop over k (one masked
         column of A and row of B per step); returns the accumulators after the loop."""
         b = self.b
@@ -980,7 +987,8 @@ class GenericLowering(LoweringBase):
         new = []
         for m in range(M):
             a = prep(self._masked_load(A, I64(m), kk), A.dtype)
-            new.append([self.fma(a, bk[g], phis[m][g]) for g in range(G)])
+            new.append([b.add(phis[m][g], b.mul(a, bk[g])) if isint else self.fma(a, bk[g], phis[m][g])
+                        for g in range(G)])
         nxt = b.add(kk, I64(1))
         latch = b.block
         kk.add_incoming(nxt, latch)
