@@ -5,10 +5,15 @@ import pytest
 
 import xejit
 import xejit.language as xl
+from xejit.ir.core import round_to_bf16
 from tests.helpers import use_mode
 
 SPECIAL = [-1e10, -129.7, -128.5, -3.7, -0.5, 0.0, 0.5, 2.9, 127.9, 128.0, 255.9, 300.0, 1e10,
            np.nan, np.inf, -np.inf]
+# Exactly one below the smallest value of a type: truncated, it does not fit (saturates to min).
+# -1.0 -> uint8 gave 255 on dg2 (found by the hostile suite), -129.0 -> int8 likewise.
+BOUNDARY = [-129.0, -1.0, -128.0, -0.999, -2.0**31, -2.0**32, 256.0, 255.0, -130.0, -1.5, 2.0**31,
+            -0.0, 1.0, 127.0, -127.999, 0.999]
 
 
 @xejit.kernel
@@ -30,11 +35,12 @@ def _rule(x, dt):
     return np.array(out, dt).reshape(np.shape(x))
 
 
+@pytest.mark.parametrize("values", ["special", "boundary"])
 @pytest.mark.parametrize("mode", ["interpret", "generic", "pvc", "dg2"])
-def test_float_to_int_saturates_on_every_target(mode, monkeypatch):
+def test_float_to_int_saturates_on_every_target(mode, values, monkeypatch):
     use_mode(monkeypatch, mode)
     BN = 16
-    x = np.array(SPECIAL, np.float32).reshape(1, BN)
+    x = np.array(SPECIAL if values == "special" else BOUNDARY, np.float32).reshape(1, BN)
     outs = [np.full((1, BN), 99, dt) for dt in (np.int8, np.uint8, np.int32, np.int32)]
     casts[(1,)](x, *outs, BN=BN)
     np.testing.assert_array_equal(outs[0], _rule(x, np.int8))
@@ -81,3 +87,23 @@ def test_bool_to_float_blocks(mode, monkeypatch):
     y = np.full((8, 16), np.nan, np.float32)
     bool_to_float[(1,)](x, y, BM=8, BN=16)
     np.testing.assert_array_equal(y, np.where(x.astype(np.float64) != 0, 2.0, -1.0))
+
+
+@xejit.kernel
+def bf16_to_u8(x, y, BM: xl.constexpr, BN: xl.constexpr):
+    m = xl.program_id(0) * BM
+    t = xl.load_tile(xl.init_tile(x, [m, 0], [BM, BN]))
+    xl.store_tile(xl.init_tile(y, [m, 0], [BM, BN]), t.to(xl.bfloat16).to(xl.float32).to(xl.uint8))
+
+
+@pytest.mark.parametrize("mode", ["interpret", "generic", "pvc", "dg2"])
+def test_minus_one_to_unsigned_is_zero(mode, monkeypatch):
+    """Found by the hostile suite on dg2: -0.999 (-1.0 in bf16) -> uint8 gave 255; trunc(-1.0)
+    does not fit uint8, so it saturates to 0 (the same rule for lo - 1 of signed types)."""
+    use_mode(monkeypatch, mode)
+    x = np.random.default_rng(1).uniform(-4, 4, (16, 16)).astype(np.float32)
+    x.flat[[3, 5, 6, 7, 40]] = [300.5, -1.0, -0.999, -129.0, -1e6]
+    y = np.full((16, 16), 99, np.uint8)
+    bf16_to_u8[(2,)](x, y, BM=8, BN=16)
+    ref = _rule(round_to_bf16(x), np.uint8)
+    np.testing.assert_array_equal(y, ref)

@@ -58,7 +58,7 @@ def float_to_int(b: ir.IRBuilder, x: ir.Value, to: ir.IntType, signed: bool) -> 
     w = to.width
     lo, hi = (-(1 << (w - 1)), (1 << (w - 1)) - 1) if signed else (0, (1 << w) - 1)
     over = b.fcmp_ordered(">=", x, splat_like(x, fty, float(hi + 1)))    # powers of two: exact
-    under = b.fcmp_ordered("<", x, splat_like(x, fty, float(lo - 1) if signed else -1.0))
+    under = b.fcmp_ordered("<=", x, splat_like(x, fty, float(lo - 1) if signed else -1.0))   # trunc(lo - 1) does not fit
     nan = b.fcmp_unordered("uno", x, x)
     bad = b.or_(b.or_(over, under), nan)
     safe = b.select(bad, splat_like(x, fty, 0.0), x)
