@@ -158,3 +158,14 @@ def hot_loop(listing: list[Instruction | str]) -> LoopMix | None:
         if best_key is None or key > best_key:
             best, best_key = m, key
     return best
+
+
+def innermost_dpas_loop(listing: list[Instruction | str]) -> LoopMix | None:
+    """The innermost loop with DPAS and the fewest instructions per DPAS (a loop nested in another
+    -- attention's dk/dv loop inside its loop over heads -- and loops versioned on 2D block
+    surface checks, with a fast and a cold copy); any innermost loop when none has DPAS."""
+    spans = loops(listing)
+    inner = [(a, b) for a, b in spans if not any(a < c and d <= b and (c, d) != (a, b) for c, d in spans)]
+    mixes = [mix(listing[a:b + 1]) for a, b in inner]
+    mixes = [m for m in mixes if m.dpas] or mixes
+    return min(mixes, key=lambda m: (m.per_dpas or 1e9, -m.dpas)) if mixes else None

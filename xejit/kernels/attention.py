@@ -289,15 +289,9 @@ def compile_for(kind: str, target: str, D: int, dtype: str, config: Config, *, c
 
 
 def inner_dpas_loop(binary):
-    """The hot loop of an attention kernel: the innermost loop with DPAS and the fewest
-    instructions per DPAS (the backward's dk/dv query loop sits inside a loop over the query
-    heads, and loops versioned on 2D block surface checks have a fast and a cold copy)."""
-    listing = isa.parse(binary.isa)
-    spans = isa.loops(listing)
-    inner = [(a, b) for a, b in spans if not any(a < c and d <= b and (c, d) != (a, b) for c, d in spans)]
-    mixes = [isa.mix(listing[a:b + 1]) for a, b in inner]
-    mixes = [m for m in mixes if m.dpas] or mixes
-    return min(mixes, key=lambda m: (m.per_dpas or 1e9, -m.dpas)) if mixes else None
+    """The hot loop of an attention kernel (:func:`xejit.codegen.isa.innermost_dpas_loop`): the
+    backward's dk/dv query loop sits inside a loop over the query heads."""
+    return isa.innermost_dpas_loop(isa.parse(binary.isa))
 
 
 def dpas_per_step(target: str, kind: str, config: Config, D: int) -> int:
