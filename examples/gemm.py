@@ -7,7 +7,6 @@
 Prints GFLOP/s (median of several runs after a warm-up) and the max error against float64 numpy.
 """
 import argparse
-import os
 import statistics
 import time
 
@@ -15,6 +14,8 @@ import numpy as np
 
 import xejit
 import xejit.language as xl
+from xejit import options
+from xejit.device_launch import resolve_target
 from xejit.runtime import default_device, usm
 
 
@@ -50,9 +51,10 @@ def main() -> None:
     p.add_argument("--ir", action="store_true", help="print the XeTile IR")
     args = p.parse_args()
     M, N, K = args.size
-    interpret = os.environ.get("XEJIT_INTERPRET", "0") not in ("", "0")
+    interpret = options.current().interpret
     dev = default_device()
-    cfg = CONFIGS[dev.target]
+    target, emulated = resolve_target(dev)        # XEJIT_EMULATE=pvc compiles pvc's code for the CPU device
+    cfg = CONFIGS[target]
     rng = np.random.default_rng(0)
     # USM arrays: numpy arrays the device reads and writes without copies.
     a = usm.asarray(rng.standard_normal((M, K)).astype(np.float32))
@@ -62,7 +64,8 @@ def main() -> None:
     grid = (xejit.cdiv(M, cfg["BM"]), xejit.cdiv(N, cfg["BN"]))
     if args.ir:
         print(matmul_kernel.ir_text(a, b, c, M, N, K, **cfg))
-    where = "numpy interpreter (host)" if interpret else f"{dev.name} [{dev.filter_string}], target {dev.target}"
+    where = ("numpy interpreter (host)" if interpret else
+             f"{dev.name} [{dev.filter_string}], target {target}{' (emulated)' if emulated else ''}")
     print(f"GEMM {M}x{N}x{K} fp32 on {where}, tiles {cfg}")
 
     t0 = time.perf_counter()
