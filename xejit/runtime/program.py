@@ -19,11 +19,25 @@ from dataclasses import dataclass, field
 
 from ..codegen import spirv
 from ..errors import BuildError, LaunchError
+from .cache import default_cache, key_of
 from .device import Device, default_device
 from .launch import Kernel
+from .opencl_programs import OpenCLBuildError, interop_for
 
 _programs: dict[tuple[str, str, str], "Program"] = {}
 _lock = threading.Lock()
+
+
+@dataclass
+class BuildStats:
+    """Driver builds in this process: ``from_spirv`` compiles SPIR-V (the costly one), and
+    ``from_binary`` loads a driver binary kept in the disk cache by an earlier process."""
+
+    from_spirv: int = 0
+    from_binary: int = 0
+
+
+build_stats = BuildStats()
 
 
 @dataclass(eq=False)
@@ -53,8 +67,12 @@ def _keep_for_repro(spv: bytes) -> str:
 
 
 def build_program(spv: bytes, device: Device | None = None, *, validate: bool = True,
-                  keep_failed: bool = True, options: str = "") -> Program:
+                  keep_failed: bool = True, options: str = "", cache: bool = True) -> Program:
     """Build ``spv`` for ``device`` (default: :func:`default_device`); built once per process.
+
+    On an OpenCL device the driver's binary is kept in the compile cache (``XEJIT_CACHE_DIR``,
+    keyed by the SPIR-V, ``options``, the device and its driver version), so a later process
+    loads it instead of compiling again; ``cache=False`` always compiles (build-time benchmarks).
 
     ``validate`` runs spirv-val first, so a malformed module is reported by the validator with
     the failing instruction rather than by the driver (or not at all). ``keep_failed`` keeps a
@@ -74,7 +92,12 @@ def build_program(spv: bytes, device: Device | None = None, *, validate: bool = 
     if validate:
         spirv.validate(spv)
     try:
-        sycl_program = dp.create_program_from_spirv(device.queue, spv, options)
+        interop = interop_for(device.queue)
+        if interop is not None:
+            sycl_program = _build_opencl(interop, spv, sha, device, options, cache)
+        else:
+            sycl_program = dp.create_program_from_spirv(device.queue, spv, options)
+            build_stats.from_spirv += 1
     except Exception as e:  # SyclProgramCompilationError carries little; keep the module for a rerun
         reason = str(e).strip() or "the driver gave no build log"
         where = ""
@@ -88,3 +111,34 @@ def build_program(spv: bytes, device: Device | None = None, *, validate: bool = 
     with _lock:
         _programs[key] = prog
     return prog
+
+
+def _binary_key(sha: str, device: Device, options: str) -> str:
+    sd = device.sycl_device
+    # The CPU runtime reads CL_CONFIG_* variables (vectorizer, target ISA, ...) when it compiles.
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("CL_CONFIG_"))
+    return key_of("driver-binary/1", sha, options, sd.name, sd.driver_version, sd.backend,
+                  sd.sycl_platform.name, sd.sycl_platform.version, env)
+
+
+def _build_opencl(interop, spv: bytes, sha: str, device: Device, options: str, use_cache: bool):
+    """The dpctl program of ``spv``, from the driver binary in the disk cache when there is one
+    (a binary the driver refuses is discarded and rebuilt), else compiled and its binary stored."""
+    cache = default_cache() if use_cache else None
+    key = _binary_key(sha, device, options) if cache is not None else ""
+    binary = cache.get(key) if cache is not None else None
+    if binary is not None:
+        try:
+            program = interop.program_from_binary(binary, options)
+        except OpenCLBuildError:
+            cache.discard(key)
+        else:
+            build_stats.from_binary += 1
+            return interop.sycl_program(program)
+    program = interop.program_from_il(spv, options)
+    build_stats.from_spirv += 1
+    if cache is not None:
+        binary = interop.binary(program)
+        if binary:
+            cache.put(key, binary)
+    return interop.sycl_program(program)
