@@ -14,6 +14,7 @@ read, cleared compile caches, a value out of range) takes the full path, which r
 """
 from __future__ import annotations
 
+from types import CellType
 from typing import Any
 
 import numpy as np
@@ -35,9 +36,11 @@ def invalidate() -> None:
     _generation[0] += 1
 
 
-#: the raw values of every XEJIT_* variable: part of a plan's key, read on every launch (any change
-#: of the environment -- XEJIT_DEBUG, XEJIT_EMULATE, ... -- takes the full path again)
-launch_env = options.raw
+#: the raw values of the XEJIT_* variables that decide what a launch runs: part of a plan's key,
+#: read on every launch (setting XEJIT_DEBUG, XEJIT_EMULATE, ... takes the full path again). The
+#: compile-only variables (XEJIT_STRICT, XEJIT_DUMP, ...) are not part of it, as they are not of
+#: the full path's in-process memo of compiled kernels (``xejit.device_launch.compiled``).
+launch_env = options.raw_launch
 
 
 def plan_key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
@@ -177,7 +180,7 @@ class LaunchPlan:
     """What the full path decided for one argument signature; :meth:`launch` replays it."""
 
     __slots__ = ("array_pos", "checked_writeable", "generation", "kernel", "last_grid", "mem_slots", "meta",
-                 "module", "name", "other_reads", "plain_reads", "queue", "ranges", "scalar_slots", "sycl_kernel",
+                 "module", "name", "other_reads", "plain_reads", "cell_reads", "queue", "ranges", "scalar_slots", "sycl_kernel",
                  "template", "wg")
 
     @classmethod
@@ -189,9 +192,12 @@ class LaunchPlan:
         # anything else (closure cells, lists, dicts) by GlobalRead.unchanged()
         reads = kernel._reads.get(id(module))
         reads = reads[1] if reads is not None and reads[0] is module else ()
-        p.plain_reads = tuple((r.scope, r.name, r.value) for r in reads
-                              if type(r.scope) is dict and not isinstance(r.value, (list, dict)))
-        p.other_reads = tuple(r for r in reads if not (type(r.scope) is dict and not isinstance(r.value, (list, dict))))
+        # (closure variables: a kernel defined in a function reads its module aliases through cells)
+        by_identity = [r for r in reads if not isinstance(r.value, (list, dict))]
+        p.plain_reads = tuple((r.scope, r.name, r.value) for r in by_identity if type(r.scope) is dict)
+        p.cell_reads = tuple((r.scope, r.value) for r in by_identity if type(r.scope) is CellType)
+        p.other_reads = tuple(r for r in reads if isinstance(r.value, (list, dict))
+                              or type(r.scope) not in (dict, CellType))
         p.array_pos = _array_positions(args, kernel)
         slot_of_array = {pos: n for n, pos in enumerate(p.array_pos)}
         p.template, p.mem_slots, p.scalar_slots = [], [], []
@@ -235,6 +241,12 @@ class LaunchPlan:
         for scope, name, value in self.plain_reads:
             if scope.get(name, _MISSING) is not value:
                 return False   # a global the kernel read changed: the full path rebuilds it
+        for cell, value in self.cell_reads:
+            try:
+                if cell.cell_contents is not value:
+                    return False
+            except ValueError:   # an emptied cell
+                return False
         for r in self.other_reads:
             if not r.unchanged():
                 return False
