@@ -95,3 +95,24 @@ def test_build_options_are_part_of_the_key(monkeypatch, tmp_path):
     _fresh_build(monkeypatch, tmp_path)
     _, counts = _fresh_build(monkeypatch, tmp_path, options="-cl-fast-relaxed-math")
     assert counts == (1, 0)
+
+
+def test_concurrent_builds_of_one_module_build_it_once(monkeypatch, tmp_path):
+    import threading
+
+    monkeypatch.setenv("XEJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(program, "_programs", {})
+    before = program.build_stats.from_spirv
+    spv, got, start = kernels.vadd_f32(), [], threading.Barrier(3)
+
+    def build():
+        start.wait()
+        got.append(program.build_program(spv, validate=False, cache=False))
+    threads = [threading.Thread(target=build) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 3 and all(p is got[0] for p in got)
+    assert program.build_stats.from_spirv - before == 1
+    _launch_vadd(got[0])

@@ -25,6 +25,7 @@ from .launch import Kernel
 from .opencl_programs import OpenCLBuildError, interop_for
 
 _programs: dict[tuple[str, str, str], "Program"] = {}
+_building: dict[tuple, threading.Event] = {}   # keys of builds in flight (see build_program)
 _lock = threading.Lock()
 
 
@@ -38,6 +39,11 @@ class BuildStats:
 
 
 build_stats = BuildStats()
+
+
+def _count(what: str) -> None:
+    with _lock:   # builds may run in several threads (the autotuner's)
+        setattr(build_stats, what, getattr(build_stats, what) + 1)
 
 
 @dataclass(eq=False)
@@ -66,7 +72,7 @@ def _keep_for_repro(spv: bytes) -> str:
     return path
 
 
-def build_program(spv: bytes, device: Device | None = None, *, validate: bool = True,
+def build_program(spv: bytes, device: Device | None = None, *, validate: bool | None = None,
                   keep_failed: bool = True, options: str = "", cache: bool = True) -> Program:
     """Build ``spv`` for ``device`` (default: :func:`default_device`); built once per process.
 
@@ -75,21 +81,38 @@ def build_program(spv: bytes, device: Device | None = None, *, validate: bool = 
     loads it instead of compiling again; ``cache=False`` always compiles (build-time benchmarks).
 
     ``validate`` runs spirv-val first, so a malformed module is reported by the validator with
-    the failing instruction rather than by the driver (or not at all). ``keep_failed`` keeps a
+    the failing instruction rather than by the driver (or not at all); by default only with
+    ``XEJIT_VALIDATE=1`` (the test suite sets it). ``keep_failed`` keeps a
     module the driver rejects on disk for a rerun (probes that expect rejection turn it off).
     ``options`` are the driver's build options (``CompiledKernel.build_options`` gives the
     large-register-file option of ``grf_mode="256"`` in the device backend's spelling).
     """
-    import dpctl.program as dp
-
     device = device or default_device()
     sha = hashlib.sha256(spv).hexdigest()
     key = (sha, device.filter_string, options, device.queue.sycl_context)   # programs belong to a context
-    with _lock:
-        prog = _programs.get(key)
-    if prog is not None:
-        return prog
-    if validate:
+    while True:   # one build per key: a thread that finds it in flight waits for it
+        with _lock:
+            prog = _programs.get(key)
+            if prog is not None:
+                return prog
+            building = _building.get(key)
+            if building is None:
+                building = _building[key] = threading.Event()
+                break
+        building.wait()   # then the program, or (that build failed) our own attempt and its error
+    try:
+        return _build(spv, sha, key, device, validate, keep_failed, options, cache)
+    finally:
+        with _lock:
+            del _building[key]
+        building.set()
+
+
+def _build(spv: bytes, sha: str, key: tuple, device: Device, validate: bool, keep_failed: bool, options: str,
+           cache: bool) -> Program:
+    import dpctl.program as dp
+
+    if validate or (validate is None and spirv.validation_enabled()):
         spirv.validate(spv)
     try:
         interop = interop_for(device.queue)
@@ -97,7 +120,7 @@ def build_program(spv: bytes, device: Device | None = None, *, validate: bool = 
             sycl_program = _build_opencl(interop, spv, sha, device, options, cache)
         else:
             sycl_program = dp.create_program_from_spirv(device.queue, spv, options)
-            build_stats.from_spirv += 1
+            _count("from_spirv")
     except Exception as e:  # SyclProgramCompilationError carries little; keep the module for a rerun
         reason = str(e).strip() or "the driver gave no build log"
         where = ""
@@ -133,10 +156,10 @@ def _build_opencl(interop, spv: bytes, sha: str, device: Device, options: str, u
         except OpenCLBuildError:
             cache.discard(key)
         else:
-            build_stats.from_binary += 1
+            _count("from_binary")
             return interop.sycl_program(program)
     program = interop.program_from_il(spv, options)
-    build_stats.from_spirv += 1
+    _count("from_spirv")
     if cache is not None:
         binary = interop.binary(program)
         if binary:
