@@ -1,8 +1,12 @@
-"""Runtime costs on the current device: program build (cold, warm) and launch overhead.
+"""Runtime costs on the current device: program build (cold, warm), launch overhead, compile
+latency and the first ``xejit.matmul`` of a fresh process.
 
-Launch overhead compares the xejit path (argument checks and marshalling, submit, wait) with a
-bare dpctl submit+wait of the same kernel on the same USM buffers; medians of N launches after a
-warm-up. Run: ``python benchmarks/bench_runtime.py [--launches 1000]``.
+Launch overhead compares the xejit paths (``Kernel.launch`` of a built program; ``kernel[grid]``
+of a DSL kernel, a prepared launch) with a bare dpctl submit+wait of the same kernel on the same
+USM buffers, measured in the same run; medians of N launches after a warm-up. ``xejit.matmul``
+64^3 on a cached shape is compared with ``kernel[grid]`` of the GEMM config it chose. The first
+call and compile figures are those of ``benchmarks/run.py``, repeated: median and range.
+Run: ``python benchmarks/bench_runtime.py [--launches 1000] [--repeats 3]``.
 """
 from __future__ import annotations
 
@@ -92,6 +96,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--launches", type=int, default=1000)
     p.add_argument("--build-repeats", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=3, help="runs of the DSL launch, compile and first-call figures")
     args = p.parse_args()
     from xejit.runtime import default_device
     print(f"device: {default_device()}")
@@ -107,7 +112,32 @@ def main() -> None:
     print(f"launch, median of {lo['launches']}: bare dpctl submit+wait {lo['bare_dpctl_us']:.1f} us, "
           f"xejit with USM arrays {lo['xejit_usm_us']:.1f} us (+{lo['overhead_usm_us']:.1f} us), "
           f"xejit with numpy arrays (copied in/out) {lo['xejit_numpy_copy_us']:.1f} us")
-    print(json.dumps({"build": bt, "launch": lo}))
+    from benchmarks import run
+
+    def spread(values: list[float], scale: float, unit: str) -> str:
+        return (f"{statistics.median(values) * scale:.1f} {unit} (range {min(values) * scale:.1f}-"
+                f"{max(values) * scale:.1f}, {len(values)} runs)")
+
+    dsl = [run.launch_overhead(args.launches) for _ in range(args.repeats)]
+    print("kernel[grid] (prepared launch) / bare dpctl submit+wait, same run: " + ", ".join(
+        f"{d['xejit_us']:.1f}/{d['bare_dpctl_us']:.1f} us = {d['xejit_us'] / d['bare_dpctl_us']:.2f}x" for d in dsl))
+    print("xejit.matmul 64^3 cached shape / its GEMM kernel[grid]: " + ", ".join(
+        f"{d['matmul_64_us']:.1f}/{d['gemm_kernel_launch_64_us']:.1f} us = "
+        f"{d['matmul_64_us'] / d['gemm_kernel_launch_64_us']:.2f}x" for d in dsl))
+    cl = run.compile_latency(args.repeats, (8, 32, 8, 2), (4, 32, 16, 1))
+    for label in ("cold", "warm"):
+        if label in cl:
+            fe = sum(v for k, v in cl[label].items() if k not in ("driver_build", "total"))
+            print(f"compile GEMM {label} (median of {args.repeats} processes): frontend -> SPIR-V {fe * 1e3:.1f} ms ("
+                  + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in cl[label].items() if k != "total")
+                  + " ms)")
+    fc = [run.first_call_latency(False) for _ in range(args.repeats)]
+    fc = [f for f in fc if "cold" in f]
+    if fc:
+        print("first xejit.matmul 512^3 in a fresh process: cold cache "
+              + spread([f["cold"]["first_call_s"] for f in fc], 1e3, "ms")
+              + ", warm cache " + spread([f["warm"]["first_call_s"] for f in fc], 1e3, "ms"))
+    print(json.dumps({"build": bt, "launch": lo, "dsl_launch": dsl, "compile": cl, "first_call": fc}))
 
 
 if __name__ == "__main__":

@@ -43,33 +43,42 @@ def invalidate() -> None:
 launch_env = options.raw_launch
 
 
-def plan_key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
-    """(key, per-array facts) of a call, or None when it cannot use a plan (an argument other
-    than a numpy array, an int, a float or a positional constexpr). An array's facts are its
-    zero-copy entry (``xejit.runtime.launch._zero_copy``), or its address when it has none yet
-    (its key then names no queue)."""
-    parts: list = []
+def plan_key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list, frozenset] | None:
+    """(key, per-array facts, open slots) of a call, or None when it cannot use a plan (an
+    argument other than a numpy array, an int, a float or a positional constexpr).
+
+    The key is flat (one tuple, no tuple per argument: built on every launch): the launch
+    environment, the number of positional arguments, then per argument its dtype, shape, strides,
+    address % 16 and queue (arrays), its type and value (constexprs) or its type (ints, floats),
+    then name, value and type of each keyword argument. An array's facts are its zero-copy entry
+    (``xejit.runtime.launch._zero_copy``), or its address when it has none yet: its queue slot in
+    the key is then None, and its index is in the open slots (see :func:`_same_but_queue`)."""
+    parts: list = [launch_env(), len(args)]
     arrays: list = []
+    open_slots = []
     zc = _rt._zero_copy
     cpos = kernel._constexpr_positions
     for i, a in enumerate(args):
         t = type(a)
         if i in cpos:
-            parts.append((t, a))
+            parts += (t, a)
         elif t is np.ndarray:
             z = zc.get(id(a))
             if z is not None and z[0]() is a:
-                parts.append((a.dtype, a.shape, a.strides, z[3], id(z[1])))
+                parts += (a.dtype, a.shape, a.strides, z[3], id(z[1]))
                 arrays.append(z)
             else:   # not seen yet (e.g. a new result array): its queue is found after the lookup
                 ptr = a.__array_interface__["data"][0]
-                parts.append((a.dtype, a.shape, a.strides, ptr % 16, None))
+                parts += (a.dtype, a.shape, a.strides, ptr % 16, None)
+                open_slots.append(len(parts) - 1)
                 arrays.append(ptr)
         elif t is int or t is float:
             parts.append(t)
         else:
             return None
-    return (launch_env(), tuple(parts), tuple(kwargs.items()), tuple(map(type, kwargs.values()))), arrays
+    for k, v in kwargs.items():
+        parts += (k, v, type(v))
+    return tuple(parts), arrays, frozenset(open_slots)
 
 
 def try_launch(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
@@ -78,28 +87,30 @@ def try_launch(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     (:func:`plan_key` inlined, and the arrays' USM memory collected on the way: every operation
     here is paid on each launch, and costs about twice what it does in isolation while the OpenCL
     runtime's worker threads still spin after the previous kernel.)"""
-    parts: list = []
+    parts: list = [launch_env(), len(args)]
     mems: list = []
     zc = _rt._zero_copy
     cpos = kernel._constexpr_positions
-    for i, a in enumerate(args):
+    i = 0
+    for a in args:
         t = type(a)
         if i in cpos:
-            parts.append((t, a))
+            parts += (t, a)
         elif t is np.ndarray:
             z = zc.get(id(a))
-            if z is not None and z[0]() is a:   # (the queue's identity: both hold a reference to it)
-                parts.append((a.dtype, a.shape, a.strides, z[3], id(z[1])))
-                mems.append(z[2])
-            else:
+            if z is None or z[0]() is not a:   # (the queue's identity: both hold a reference to it)
                 return _first_sight(kernel, args, kwargs, grid)
+            parts += (a.dtype, a.shape, a.strides, z[3], id(z[1]))
+            mems.append(z[2])
         elif t is int or t is float:
             parts.append(t)
         else:
             return False
-    env = launch_env()
+        i += 1
+    for k, v in kwargs.items():
+        parts += (k, v, type(v))
     try:
-        plan = kernel._plans.get((env, tuple(parts), tuple(kwargs.items()), tuple(map(type, kwargs.values()))))
+        plan = kernel._plans.get(tuple(parts))
     except TypeError:   # an unhashable constexpr value
         return False
     return plan is not None and plan.launch(args, mems, grid)
@@ -111,8 +122,8 @@ def _first_sight(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     got = plan_key(kernel, args, kwargs)
     if got is None:
         return False
-    key, arrays = got
-    plans = [p for k, p in list(kernel._plans.items()) if _same_but_queue(k, key)]
+    key, arrays, open_slots = got
+    plans = [p for k, p in list(kernel._plans.items()) if _same_but_queue(k, key, open_slots)]
     for plan in plans:
         mems = []
         for n, z in enumerate(arrays):
@@ -128,14 +139,13 @@ def _first_sight(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     return False
 
 
-def _same_but_queue(k: tuple, key: tuple) -> bool:
-    """Whether plan key ``k`` is ``key`` with (possibly) other queues for arrays not seen yet
-    (their queue entry in ``key`` is None)."""
-    if k[0] != key[0] or k[2:] != key[2:] or len(k[1]) != len(key[1]):
+def _same_but_queue(k: tuple, key: tuple, open_slots: frozenset) -> bool:
+    """Whether plan key ``k`` is ``key`` but for the queues of arrays not seen yet (the slots
+    ``open_slots``, None in ``key``)."""
+    if len(k) != len(key):
         return False
-    for a, b in zip(k[1], key[1]):
-        if a != b and not (type(a) is tuple and type(b) is tuple and len(a) == 5 and len(b) == 5
-                           and b[4] is None and a[:4] == b[:4]):
+    for j, (a, b) in enumerate(zip(k, key)):
+        if a is not b and j not in open_slots and (type(a) is not type(b) or a != b):
             return False
     return True
 
@@ -152,7 +162,7 @@ def remember(kernel: Any, args: tuple, kwargs: dict, module: Any, launched: tupl
     if got is None:
         return
     queue, rk, abi, wg = launched
-    key, arrays = got
+    key, arrays, _ = got
     for z in arrays:
         if type(z) is int or z[1] is not queue:   # staged (a host array) or another queue's
             return
