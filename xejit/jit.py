@@ -154,7 +154,7 @@ class Kernel:
         return dependency_hash(self.fn)
 
     def __getitem__(self, grid: Any) -> Callable[..., None]:
-        return functools.partial(self.run, grid=grid)
+        return _GridLaunch(self, grid)
 
     def __call__(self, *args, **kwargs):
         raise XejitTypeError(f"launch {self.fn.__name__} with a grid: {self.fn.__name__}[grid](...)")
@@ -315,6 +315,10 @@ class Kernel:
     def run(self, *args, grid: Any, **kwargs) -> None:
         if self._plans and try_launch(self, args, kwargs, grid):
             return   # a prepared launch (xejit.launch_plan): same argument signature as an earlier call
+        self._run_full(args, kwargs, grid)
+
+    def _run_full(self, args: tuple, kwargs: dict, grid: Any) -> None:
+        """A launch that binds, specializes, compiles (or finds) and marshals everything."""
         if not all(type(a) is np.ndarray or type(a) is int or type(a) is float for a in args) or \
                 any(k not in self.constexprs and k not in LAUNCH_OPTIONS for k in kwargs):
             args, kwargs = self._device_args(args, kwargs)
@@ -357,6 +361,22 @@ class Kernel:
             if launched is not None:
                 remember(self, args, call_kwargs, mod, launched, runtime_pos, self._written_positions(mod),
                          {p.name: p.value for p in params if p.is_constexpr})
+
+
+class _GridLaunch:
+    """``kernel[grid]``: calling it launches (a prepared launch first, as :meth:`Kernel.run`; one
+    Python frame fewer than a ``functools.partial`` of ``run``, which is paid on every launch)."""
+
+    __slots__ = ("kernel", "grid")
+
+    def __init__(self, kernel: Kernel, grid: Any):
+        self.kernel, self.grid = kernel, grid
+
+    def __call__(self, *args, **kwargs) -> None:
+        k = self.kernel
+        if k._plans and try_launch(k, args, kwargs, self.grid):
+            return
+        k._run_full(args, kwargs, self.grid)
 
 
 class _ConstexprBox:

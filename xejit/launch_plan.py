@@ -14,6 +14,7 @@ read, cleared compile caches, a value out of range) takes the full path, which r
 """
 from __future__ import annotations
 
+from types import CellType
 from typing import Any
 
 import numpy as np
@@ -35,38 +36,49 @@ def invalidate() -> None:
     _generation[0] += 1
 
 
-#: the raw values of every XEJIT_* variable: part of a plan's key, read on every launch (any change
-#: of the environment -- XEJIT_DEBUG, XEJIT_EMULATE, ... -- takes the full path again)
-launch_env = options.raw
+#: the raw values of the XEJIT_* variables that decide what a launch runs: part of a plan's key,
+#: read on every launch (setting XEJIT_DEBUG, XEJIT_EMULATE, ... takes the full path again). The
+#: compile-only variables (XEJIT_STRICT, XEJIT_DUMP, ...) are not part of it, as they are not of
+#: the full path's in-process memo of compiled kernels (``xejit.device_launch.compiled``).
+launch_env = options.raw_launch
 
 
-def plan_key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list] | None:
-    """(key, per-array facts) of a call, or None when it cannot use a plan (an argument other
-    than a numpy array, an int, a float or a positional constexpr). An array's facts are its
-    zero-copy entry (``xejit.runtime.launch._zero_copy``), or its address when it has none yet
-    (its key then names no queue)."""
-    parts: list = []
+def plan_key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list, frozenset] | None:
+    """(key, per-array facts, open slots) of a call, or None when it cannot use a plan (an
+    argument other than a numpy array, an int, a float or a positional constexpr).
+
+    The key is flat (one tuple, no tuple per argument: built on every launch): the launch
+    environment, the number of positional arguments, then per argument its dtype, shape, strides,
+    address % 16 and queue (arrays), its type and value (constexprs) or its type (ints, floats),
+    then name, value and type of each keyword argument. An array's facts are its zero-copy entry
+    (``xejit.runtime.launch._zero_copy``), or its address when it has none yet: its queue slot in
+    the key is then None, and its index is in the open slots (see :func:`_same_but_queue`)."""
+    parts: list = [launch_env(), len(args)]
     arrays: list = []
+    open_slots = []
     zc = _rt._zero_copy
     cpos = kernel._constexpr_positions
     for i, a in enumerate(args):
         t = type(a)
         if i in cpos:
-            parts.append((t, a))
+            parts += (t, a)
         elif t is np.ndarray:
             z = zc.get(id(a))
             if z is not None and z[0]() is a:
-                parts.append((a.dtype, a.shape, a.strides, z[3], id(z[1])))
+                parts += (a.dtype, a.shape, a.strides, z[3], id(z[1]))
                 arrays.append(z)
             else:   # not seen yet (e.g. a new result array): its queue is found after the lookup
                 ptr = a.__array_interface__["data"][0]
-                parts.append((a.dtype, a.shape, a.strides, ptr % 16, None))
+                parts += (a.dtype, a.shape, a.strides, ptr % 16, None)
+                open_slots.append(len(parts) - 1)
                 arrays.append(ptr)
         elif t is int or t is float:
             parts.append(t)
         else:
             return None
-    return (launch_env(), tuple(parts), tuple(kwargs.items()), tuple(map(type, kwargs.values()))), arrays
+    for k, v in kwargs.items():
+        parts += (k, v, type(v))
+    return tuple(parts), arrays, frozenset(open_slots)
 
 
 def try_launch(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
@@ -75,28 +87,30 @@ def try_launch(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     (:func:`plan_key` inlined, and the arrays' USM memory collected on the way: every operation
     here is paid on each launch, and costs about twice what it does in isolation while the OpenCL
     runtime's worker threads still spin after the previous kernel.)"""
-    parts: list = []
+    parts: list = [launch_env(), len(args)]
     mems: list = []
     zc = _rt._zero_copy
     cpos = kernel._constexpr_positions
-    for i, a in enumerate(args):
+    i = 0
+    for a in args:
         t = type(a)
         if i in cpos:
-            parts.append((t, a))
+            parts += (t, a)
         elif t is np.ndarray:
             z = zc.get(id(a))
-            if z is not None and z[0]() is a:   # (the queue's identity: both hold a reference to it)
-                parts.append((a.dtype, a.shape, a.strides, z[3], id(z[1])))
-                mems.append(z[2])
-            else:
+            if z is None or z[0]() is not a:   # (the queue's identity: both hold a reference to it)
                 return _first_sight(kernel, args, kwargs, grid)
+            parts += (a.dtype, a.shape, a.strides, z[3], id(z[1]))
+            mems.append(z[2])
         elif t is int or t is float:
             parts.append(t)
         else:
             return False
-    env = launch_env()
+        i += 1
+    for k, v in kwargs.items():
+        parts += (k, v, type(v))
     try:
-        plan = kernel._plans.get((env, tuple(parts), tuple(kwargs.items()), tuple(map(type, kwargs.values()))))
+        plan = kernel._plans.get(tuple(parts))
     except TypeError:   # an unhashable constexpr value
         return False
     return plan is not None and plan.launch(args, mems, grid)
@@ -108,8 +122,8 @@ def _first_sight(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     got = plan_key(kernel, args, kwargs)
     if got is None:
         return False
-    key, arrays = got
-    plans = [p for k, p in list(kernel._plans.items()) if _same_but_queue(k, key)]
+    key, arrays, open_slots = got
+    plans = [p for k, p in list(kernel._plans.items()) if _same_but_queue(k, key, open_slots)]
     for plan in plans:
         mems = []
         for n, z in enumerate(arrays):
@@ -125,14 +139,13 @@ def _first_sight(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     return False
 
 
-def _same_but_queue(k: tuple, key: tuple) -> bool:
-    """Whether plan key ``k`` is ``key`` with (possibly) other queues for arrays not seen yet
-    (their queue entry in ``key`` is None)."""
-    if k[0] != key[0] or k[2:] != key[2:] or len(k[1]) != len(key[1]):
+def _same_but_queue(k: tuple, key: tuple, open_slots: frozenset) -> bool:
+    """Whether plan key ``k`` is ``key`` but for the queues of arrays not seen yet (the slots
+    ``open_slots``, None in ``key``)."""
+    if len(k) != len(key):
         return False
-    for a, b in zip(k[1], key[1]):
-        if a != b and not (type(a) is tuple and type(b) is tuple and len(a) == 5 and len(b) == 5
-                           and b[4] is None and a[:4] == b[:4]):
+    for j, (a, b) in enumerate(zip(k, key)):
+        if a is not b and j not in open_slots and (type(a) is not type(b) or a != b):
             return False
     return True
 
@@ -149,7 +162,7 @@ def remember(kernel: Any, args: tuple, kwargs: dict, module: Any, launched: tupl
     if got is None:
         return
     queue, rk, abi, wg = launched
-    key, arrays = got
+    key, arrays, _ = got
     for z in arrays:
         if type(z) is int or z[1] is not queue:   # staged (a host array) or another queue's
             return
@@ -177,7 +190,7 @@ class LaunchPlan:
     """What the full path decided for one argument signature; :meth:`launch` replays it."""
 
     __slots__ = ("array_pos", "checked_writeable", "generation", "kernel", "last_grid", "mem_slots", "meta",
-                 "module", "name", "other_reads", "plain_reads", "queue", "ranges", "scalar_slots", "sycl_kernel",
+                 "module", "name", "other_reads", "plain_reads", "cell_reads", "queue", "ranges", "scalar_slots", "sycl_kernel",
                  "template", "wg")
 
     @classmethod
@@ -189,9 +202,12 @@ class LaunchPlan:
         # anything else (closure cells, lists, dicts) by GlobalRead.unchanged()
         reads = kernel._reads.get(id(module))
         reads = reads[1] if reads is not None and reads[0] is module else ()
-        p.plain_reads = tuple((r.scope, r.name, r.value) for r in reads
-                              if type(r.scope) is dict and not isinstance(r.value, (list, dict)))
-        p.other_reads = tuple(r for r in reads if not (type(r.scope) is dict and not isinstance(r.value, (list, dict))))
+        # (closure variables: a kernel defined in a function reads its module aliases through cells)
+        by_identity = [r for r in reads if not isinstance(r.value, (list, dict))]
+        p.plain_reads = tuple((r.scope, r.name, r.value) for r in by_identity if type(r.scope) is dict)
+        p.cell_reads = tuple((r.scope, r.value) for r in by_identity if type(r.scope) is CellType)
+        p.other_reads = tuple(r for r in reads if isinstance(r.value, (list, dict))
+                              or type(r.scope) not in (dict, CellType))
         p.array_pos = _array_positions(args, kernel)
         slot_of_array = {pos: n for n, pos in enumerate(p.array_pos)}
         p.template, p.mem_slots, p.scalar_slots = [], [], []
@@ -235,6 +251,12 @@ class LaunchPlan:
         for scope, name, value in self.plain_reads:
             if scope.get(name, _MISSING) is not value:
                 return False   # a global the kernel read changed: the full path rebuilds it
+        for cell, value in self.cell_reads:
+            try:
+                if cell.cell_contents is not value:
+                    return False
+            except ValueError:   # an emptied cell
+                return False
         for r in self.other_reads:
             if not r.unchanged():
                 return False

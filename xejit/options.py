@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .errors import XejitValueError
 
-__all__ = ["Options", "current", "flag", "raw"]
+__all__ = ["LAUNCH_NAMES", "Options", "current", "flag", "raw", "raw_launch"]
 
 _NAMES = ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_DEVICE", "XEJIT_DEBUG", "XEJIT_STRICT",
           "XEJIT_DUMP", "XEJIT_DEVICE_BUILD", "XEJIT_CACHE_DIR", "XEJIT_TOOLCHAIN_DIR", "XEJIT_OCLOC",
@@ -64,12 +64,24 @@ if not isinstance(_DATA, dict):
     _DATA = None
 
 
+#: the variables that change what a launch of an already compiled kernel runs (the interpreter,
+#: an emulated target, the device, a debug build); the rest only matter when compiling or tuning
+LAUNCH_NAMES = ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_DEVICE", "XEJIT_DEBUG")
+_LAUNCH_KEYS = tuple(os.environ.encodekey(n) for n in LAUNCH_NAMES) if _DATA is not None else ()
+
+
 def raw() -> tuple:
     """The raw values of every ``XEJIT_*`` variable (cheap: a key for caches of launch decisions)."""
     if _DATA is not None:
-        d = _DATA
-        return tuple([d.get(k) for k in _KEYS])
+        return tuple(map(_DATA.get, _KEYS))
     return tuple(os.environ.get(n) for n in _NAMES)
+
+
+def raw_launch() -> tuple:
+    """The raw values of :data:`LAUNCH_NAMES` (read on every prepared launch: four dict lookups)."""
+    if _DATA is not None:
+        return tuple(map(_DATA.get, _LAUNCH_KEYS))
+    return tuple(os.environ.get(n) for n in LAUNCH_NAMES)
 
 
 def flag(value: str | None) -> bool:

@@ -223,3 +223,27 @@ def test_staging_buffers_are_reused_never_shared_within_a_launch(vadd, monkeypat
     assert all(len(set(ptrs)) == 3 for ptrs in seen)          # a, b and c: three buffers
     assert set(seen[1]) == set(seen[0]) and set(seen[2]) == set(seen[0])   # reused
     launch.release_staging_buffers()
+
+
+def test_a_float_grid_is_refused_after_the_same_int_grid_launched(vadd):
+    a = usm.asarray(np.linspace(-1, 1, 64, dtype=np.float32))
+    c = usm.empty(64, np.float32)
+    c[...] = np.nan
+    vadd.launch((1,), (64,), a, a, c, 64, 0.5)    # its ranges are remembered: (1.0,) == (1,) as a key
+    np.testing.assert_allclose(c, 1.5 * a.astype(np.float64), rtol=1e-6)
+    with pytest.raises(LaunchError, match="positive integers"):
+        vadd.launch((1.0,), (64,), a, a, c, 64, 0.5)
+
+
+@pytest.mark.parametrize("n,alpha,err", [(2 ** 31, 1.0, "does not fit in i32"), (True, 1.0, "must be a number"),
+                                         (64, 1, None), (np.int32(64), np.float32(0.5), None)])
+def test_scalar_arguments_of_every_python_and_numpy_type(vadd, n, alpha, err):
+    a = usm.asarray(np.linspace(-1, 1, 64, dtype=np.float32))
+    c = usm.empty(64, np.float32)
+    c[...] = np.nan
+    if err:
+        with pytest.raises(ArgumentError, match=err):
+            vadd.launch((1,), (64,), a, a, c, n, alpha)
+        return
+    vadd.launch((1,), (64,), a, a, c, n, alpha)
+    np.testing.assert_allclose(c, (1 + float(alpha)) * a.astype(np.float64), rtol=1e-6)

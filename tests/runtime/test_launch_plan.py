@@ -130,6 +130,40 @@ def test_a_changed_global_is_compiled_in(full_path):
         _SHIFT = 1.0
 
 
+def test_a_changed_closure_variable_is_compiled_in(full_path):
+    shift = 1.0
+
+    @xejit.kernel
+    def axpb_closure(x, y, alpha, BN: xl.constexpr):
+        n = xl.program_id(0) * BN
+        t = xl.load_tile(xl.init_tile(x, [0, n], [1, BN]))
+        xl.store_tile(xl.init_tile(y, [0, n], [1, BN]), t * alpha + shift)
+
+    rng = np.random.default_rng(9)
+    x, y = _usm_input(rng), _poisoned()
+    for _ in range(2):
+        axpb_closure[(N // 16,)](x, y, 2.0, BN=16)
+    np.testing.assert_allclose(y, x.astype(np.float64) * 2.0 + 1.0, rtol=1e-5, atol=1e-6)
+    assert len(full_path) == 1                  # the second launch took the plan
+    shift = -3.0                                # noqa: F841  (read by the kernel through its cell)
+    y[...] = np.nan
+    axpb_closure[(N // 16,)](x, y, 2.0, BN=16)
+    assert len(full_path) == 2
+    np.testing.assert_allclose(y, x.astype(np.float64) * 2.0 - 3.0, rtol=1e-5, atol=1e-6)
+
+
+def test_a_compile_only_variable_keeps_the_plan(full_path, monkeypatch):
+    rng = np.random.default_rng(10)
+    x, y = _usm_input(rng), _poisoned()
+    _axpb[(N // 16,)](x, y, 1.5, BN=16)
+    before = len(full_path)
+    monkeypatch.setenv("XEJIT_PRINT_AUTOTUNING", "1")   # read by the autotuner only
+    y[...] = np.nan
+    _axpb[(N // 16,)](x, y, 1.5, BN=16)
+    assert len(full_path) == before
+    np.testing.assert_allclose(y, _ref(x, 1.5), rtol=1e-5, atol=1e-6)
+
+
 def test_cleared_compile_caches_and_the_environment_are_part_of_the_key(full_path, monkeypatch):
     rng = np.random.default_rng(6)
     x, y = _usm_input(rng), _poisoned()

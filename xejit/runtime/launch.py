@@ -320,6 +320,15 @@ def _marshal(kernel: "Kernel", values: Sequence, queue=None) -> _Marshalled:
                 out.copy_back.append((staged, arr))
         elif kind in _SCALARS:
             ctype, npt = _SCALARS[kind]
+            t = type(value)
+            if t is int and kind in _INT_RANGE:   # the common cases first: a Python int or float
+                lo, hi = _INT_RANGE[kind]
+                if lo <= value <= hi:
+                    out.args.append(ctype(value))
+                    continue
+            elif t is float and (kind == "f32" or kind == "f64"):
+                out.args.append(ctype(value))
+                continue
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
                 raise ArgumentError(f"{name} must be a number of type {kind}, got {type(value).__name__}")
             if kind[0] in "iu":
@@ -336,6 +345,16 @@ def _marshal(kernel: "Kernel", values: Sequence, queue=None) -> _Marshalled:
         else:
             raise LaunchError(f"{kernel.name}: unknown argument kind {kind!r} in the signature")
     return out
+
+
+def _all_ints(grid: tuple, block: tuple) -> bool:
+    for v in grid:
+        if type(v) is not int:
+            return False
+    for v in block:
+        if type(v) is not int:
+            return False
+    return True
 
 
 def _check_range(grid: Sequence[int], block: Sequence[int], kernel_name: str) -> tuple[list, list]:
@@ -359,6 +378,8 @@ class Kernel:
     signature: tuple[str, ...]
     device: Device
 
+    _ranges: dict = field(default_factory=dict, repr=False)   # (grid, block) -> dpctl's ranges
+
     def __post_init__(self):
         bad = [k for k in self.signature if k not in ARG_KINDS]
         if bad:
@@ -378,7 +399,18 @@ class Kernel:
         if len(args) != len(self.signature):
             raise ArgumentError(
                 f"{self.name} takes {len(self.signature)} arguments ({', '.join(self.signature)}), got {len(args)}")
-        global_range, local_range = _check_range(grid, block, self.name)
+        # dpctl's ranges of a (grid, block) of Python ints seen before; (2.0,) equals (2,) as a
+        # key, so a hit is used only when every size is an int (else _check_range refuses it)
+        ranges = self._ranges.get((grid, block)) if type(grid) is tuple and type(block) is tuple else None
+        if ranges is not None and not _all_ints(grid, block):
+            ranges = None
+        if ranges is None:
+            ranges = _check_range(grid, block, self.name)
+            if type(grid) is tuple and type(block) is tuple and _all_ints(grid, block):
+                if len(self._ranges) > 64:
+                    self._ranges.clear()
+                self._ranges[(grid, block)] = ranges
+        global_range, local_range = ranges
         if queue is None:
             queue = self.device.queue
         elif queue is not self.device.queue and (queue.sycl_context != self.device.queue.sycl_context
@@ -387,7 +419,8 @@ class Kernel:
         m = _marshal(self, args, queue)
         try:
             try:
-                queue.submit(self.sycl_kernel, m.args, global_range, local_range).wait()
+                # (dpctl's submit() waits itself; the event's wait() would be a second one)
+                queue.submit_async(self.sycl_kernel, m.args, global_range, local_range).wait()
             except Exception as e:  # dpctl's submit errors become one xejit error type
                 raise LaunchError(f"{self.name}: launch of grid {tuple(grid)} x workgroup {tuple(block)} "
                                   f"failed: {e}") from None

@@ -19,11 +19,31 @@ from dataclasses import dataclass, field
 
 from ..codegen import spirv
 from ..errors import BuildError, LaunchError
+from .cache import default_cache, key_of
 from .device import Device, default_device
 from .launch import Kernel
+from .opencl_programs import OpenCLBuildError, interop_for
 
 _programs: dict[tuple[str, str, str], "Program"] = {}
+_building: dict[tuple, threading.Event] = {}   # keys of builds in flight (see build_program)
 _lock = threading.Lock()
+
+
+@dataclass
+class BuildStats:
+    """Driver builds in this process: ``from_spirv`` compiles SPIR-V (the costly one), and
+    ``from_binary`` loads a driver binary kept in the disk cache by an earlier process."""
+
+    from_spirv: int = 0
+    from_binary: int = 0
+
+
+build_stats = BuildStats()
+
+
+def _count(what: str) -> None:
+    with _lock:   # builds may run in several threads (the autotuner's)
+        setattr(build_stats, what, getattr(build_stats, what) + 1)
 
 
 @dataclass(eq=False)
@@ -52,29 +72,55 @@ def _keep_for_repro(spv: bytes) -> str:
     return path
 
 
-def build_program(spv: bytes, device: Device | None = None, *, validate: bool = True,
-                  keep_failed: bool = True, options: str = "") -> Program:
+def build_program(spv: bytes, device: Device | None = None, *, validate: bool | None = None,
+                  keep_failed: bool = True, options: str = "", cache: bool = True) -> Program:
     """Build ``spv`` for ``device`` (default: :func:`default_device`); built once per process.
 
+    On an OpenCL device the driver's binary is kept in the compile cache (``XEJIT_CACHE_DIR``,
+    keyed by the SPIR-V, ``options``, the device and its driver version), so a later process
+    loads it instead of compiling again; ``cache=False`` always compiles (build-time benchmarks).
+
     ``validate`` runs spirv-val first, so a malformed module is reported by the validator with
-    the failing instruction rather than by the driver (or not at all). ``keep_failed`` keeps a
+    the failing instruction rather than by the driver (or not at all); by default only with
+    ``XEJIT_VALIDATE=1`` (the test suite sets it). ``keep_failed`` keeps a
     module the driver rejects on disk for a rerun (probes that expect rejection turn it off).
     ``options`` are the driver's build options (``CompiledKernel.build_options`` gives the
     large-register-file option of ``grf_mode="256"`` in the device backend's spelling).
     """
-    import dpctl.program as dp
-
     device = device or default_device()
     sha = hashlib.sha256(spv).hexdigest()
     key = (sha, device.filter_string, options, device.queue.sycl_context)   # programs belong to a context
-    with _lock:
-        prog = _programs.get(key)
-    if prog is not None:
-        return prog
-    if validate:
+    while True:   # one build per key: a thread that finds it in flight waits for it
+        with _lock:
+            prog = _programs.get(key)
+            if prog is not None:
+                return prog
+            building = _building.get(key)
+            if building is None:
+                building = _building[key] = threading.Event()
+                break
+        building.wait()   # then the program, or (that build failed) our own attempt and its error
+    try:
+        return _build(spv, sha, key, device, validate, keep_failed, options, cache)
+    finally:
+        with _lock:
+            del _building[key]
+        building.set()
+
+
+def _build(spv: bytes, sha: str, key: tuple, device: Device, validate: bool, keep_failed: bool, options: str,
+           cache: bool) -> Program:
+    import dpctl.program as dp
+
+    if validate or (validate is None and spirv.validation_enabled()):
         spirv.validate(spv)
     try:
-        sycl_program = dp.create_program_from_spirv(device.queue, spv, options)
+        interop = interop_for(device.queue)
+        if interop is not None:
+            sycl_program = _build_opencl(interop, spv, sha, device, options, cache)
+        else:
+            sycl_program = dp.create_program_from_spirv(device.queue, spv, options)
+            _count("from_spirv")
     except Exception as e:  # SyclProgramCompilationError carries little; keep the module for a rerun
         reason = str(e).strip() or "the driver gave no build log"
         where = ""
@@ -88,3 +134,34 @@ def build_program(spv: bytes, device: Device | None = None, *, validate: bool = 
     with _lock:
         _programs[key] = prog
     return prog
+
+
+def _binary_key(sha: str, device: Device, options: str) -> str:
+    sd = device.sycl_device
+    # The CPU runtime reads CL_CONFIG_* variables (vectorizer, target ISA, ...) when it compiles.
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("CL_CONFIG_"))
+    return key_of("driver-binary/1", sha, options, sd.name, sd.driver_version, sd.backend,
+                  sd.sycl_platform.name, sd.sycl_platform.version, env)
+
+
+def _build_opencl(interop, spv: bytes, sha: str, device: Device, options: str, use_cache: bool):
+    """The dpctl program of ``spv``, from the driver binary in the disk cache when there is one
+    (a binary the driver refuses is discarded and rebuilt), else compiled and its binary stored."""
+    cache = default_cache() if use_cache else None
+    key = _binary_key(sha, device, options) if cache is not None else ""
+    binary = cache.get(key) if cache is not None else None
+    if binary is not None:
+        try:
+            program = interop.program_from_binary(binary, options)
+        except OpenCLBuildError:
+            cache.discard(key)
+        else:
+            _count("from_binary")
+            return interop.sycl_program(program)
+    program = interop.program_from_il(spv, options)
+    _count("from_spirv")
+    if cache is not None:
+        binary = interop.binary(program)
+        if binary:
+            cache.put(key, binary)
+    return interop.sycl_program(program)

@@ -14,22 +14,53 @@ import math
 import numpy as np
 
 from .device import Device, default_device
-from .launch import _remember_zero_copy
+from .launch import _remember_zero_copy, _StagingPool
+
+#: USM buffers of arrays that died, for the next :func:`empty` of the same size class: a new USM
+#: allocation, its first touch by a kernel and its free cost more than a small kernel (64x64
+#: fp32 ``xejit.matmul``: ~75 us of a 150 us call). A buffer is here only once no array views it.
+_recycled = _StagingPool()
+_recycled.max_bytes = 128 << 20
+
+
+class _Owner:
+    """The base of an :func:`empty` array: numpy keeps it alive as long as any view of the array,
+    and its ``__del__`` gives the USM buffer back to :data:`_recycled`. ``base`` is the dpctl
+    memory (``xejit.runtime.launch`` finds USM arrays through their chain of bases)."""
+
+    __slots__ = ("base", "queue", "size", "__array_interface__")
+
+    def __init__(self, mem, queue, size: int, shape: tuple, dtype: np.dtype, strides):
+        self.base, self.queue, self.size = mem, queue, size
+        self.__array_interface__ = {"data": (mem._pointer, False), "shape": shape, "typestr": dtype.str,
+                                    "descr": dtype.descr, "strides": strides, "version": 3}
+
+    def __del__(self):
+        try:
+            _recycled.give(self.queue, self.size, self.base)
+        except Exception:  # noqa: BLE001  (interpreter shutdown: the pool may be gone)
+            pass
 
 
 def empty(shape, dtype, *, order: str = "C", device: Device | None = None) -> np.ndarray:
-    """An uninitialised numpy array backed by USM shared memory of ``device``'s queue."""
-    import dpctl.memory as dm
-
+    """An uninitialised numpy array backed by USM shared memory of ``device``'s queue (a buffer of
+    an array that died is reused: see :data:`_recycled`)."""
     device = device or default_device()
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
     dtype = np.dtype(dtype)
-    n = math.prod(int(s) for s in shape)
-    mem = dm.MemoryUSMShared(max(n * dtype.itemsize, 1), queue=device.queue)
-    flat = np.frombuffer(mem, dtype=dtype, count=n)
-    out = flat.reshape(shape, order=order)
+    n = math.prod(shape)
+    queue = device.queue
+    size, mem = _recycled.take(max(n * dtype.itemsize, 1), queue)
+    strides = None
+    if order == "F" and len(shape) > 1:
+        strides, step = [], dtype.itemsize
+        for d in shape:
+            strides.append(step)
+            step *= d
+        strides = tuple(strides)
+    out = np.asarray(_Owner(mem, queue, size, shape, dtype, strides))
     # known to launches as zero-copy memory of this queue from the start (no owner search)
-    _remember_zero_copy(out, device.queue, mem, mem._pointer)
+    _remember_zero_copy(out, queue, mem, mem._pointer)
     return out
 
 
