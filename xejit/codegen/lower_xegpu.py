@@ -209,6 +209,8 @@ class XeGPULowering(LoweringBase):
         self._payloads: dict[tuple, ir.Value] = {}   # (id(surface ok), BlockVariant, id(preheader)) -> payload
         self._preheaders: list[ir.Block] = []          # of the scf.for loops around self.b, outer first
         self._surf_depth: dict[int, int] = {}          # id(surface ok flag) -> loop depth it is made at
+        #: id(2D block coordinate) -> the preheader of the loop it is invariant in (set once there)
+        self._invariant: dict[int, ir.Block] = {}
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -841,16 +843,18 @@ class XeGPULowering(LoweringBase):
         coord = b.insert_element(coord, y, I32(1))
         return base, width, height, pitch, coord, ok
 
-    def payload(self, td: TD, var: emu.BlockVariant) -> ir.Value | None:
-        """The IGC address payload of ``td``'s surface for blocks of ``var`` in the current loop,
-        or None where the SPIR-V builtin is used: under emulation, on targets without the
-        builtins, for shapes they lack (``block_payload.problem``), and outside the loops the
-        surface is made around (IGC builds the payload once there either way).
+    def payload(self, td: TD, var: emu.BlockVariant, x: ir.Value, y: ir.Value) -> tuple | None:
+        """(the IGC address payload of ``td``'s surface for blocks of ``var`` in the current
+        loop, the [(axis, value)] each access sets), or None where the SPIR-V builtin is used:
+        under emulation, on targets without the builtins, for shapes they lack
+        (``block_payload.problem``), and outside the loops the surface is made around (IGC
+        builds the payload once there either way).
 
         The payload is made in the preheader of the outermost loop entered since the surface
         (made at the surface, payloads stayed live across the whole prologue and the cold
-        per-lane loop version, which then spilled on bmg). Every access sets its x and y, so
-        descriptors moved from one another share it in any order."""
+        per-lane loop version, which then spilled on bmg). A coordinate invariant in that loop
+        (``self._invariant``) is set there once and is part of the payload's key; each access
+        sets the others, so descriptors moved from one another share it in any order."""
         if self.emulate or td.surf is None or bp.problem(self.target, var) is not None:
             return None
         base, width, height, pitch, _, ok = td.surf
@@ -858,13 +862,16 @@ class XeGPULowering(LoweringBase):
         if len(self._preheaders) <= depth or self.versioned.get(id(ok)) is False:
             return None     # not in a loop of the surface, or in its per-lane version
         pre = self._preheaders[depth]
-        key = (id(ok), var, id(pre))
+        coords = (("x", x), ("y", y))
+        fixed = tuple((axis, v) for axis, v in coords if self._invariant.get(id(v)) is pre)
+        key = (id(ok), var, id(pre), tuple((axis, id(v)) for axis, v in fixed))
         if key not in self._payloads:
             at = ir.IRBuilder(pre)
             at.position_before(pre.terminator)
             self._payloads[key] = bp.create(at, var, base, width, height, pitch)
+            bp.set_coords(at, self._payloads[key], fixed)
             self.instructions["2D block address payload (IGC builtin)"] += 1
-        return self._payloads[key]
+        return self._payloads[key], [c for c in coords if c not in fixed]
 
     def op_xegpu_load_nd(self, op: Operation) -> None:
         td: TD = self.env[id(op.operands[0])]
@@ -909,9 +916,11 @@ class XeGPULowering(LoweringBase):
             if var.lane_elems() != per * cnt or var.lane_bits != unit.width:
                 raise self.err(op, f"internal: 2D block {kind} gives {var.lane_elems()} x "
                                    f"i{var.lane_bits} per lane, the block layout {per * cnt} x {unit}")
-            ap = self.payload(td, var)
+            ap = None
+            if td.xy is not None:
+                ap = self.payload(td, var, *self.block_xy(td, bits // 8, t.dtype.bitwidth // 8, td.surf[4]))
             if ap is not None:
-                x, y = self.block_xy(td, bits // 8, t.dtype.bitwidth // 8, td.surf[4])
+                ap, coords = ap
                 ok = td.surf[5]
             else:
                 f = emu.declare_block_load(self.module, self.target, bits, bw, bh, cnt,
@@ -921,7 +930,7 @@ class XeGPULowering(LoweringBase):
 
             def instruction() -> None:
                 if ap is not None:
-                    bp.set_xy(b, ap, x, y)
+                    bp.set_coords(b, ap, coords)
                     val = bp.load(b, var, ap)
                     b.store(val, b.bitcast(buf, val.type.as_pointer()))
                 else:
@@ -1039,12 +1048,13 @@ class XeGPULowering(LoweringBase):
             return
         bits, bw, bh, cnt = xg.block_params(op)
         var = emu.BlockVariant("prefetch", self.sg, bits, bw, bh, cnt)
-        ap = self.payload(td, var)
+        ap = self.payload(td, var, *self.block_xy(td, bits // 8, bits // 8, td.surf[4])) \
+            if td.xy is not None else None
         if ap is not None:
-            x, y = self.block_xy(td, bits // 8, bits // 8, td.surf[4])
+            ap, coords = ap
 
             def instruction() -> None:
-                bp.set_xy(self.b, ap, x, y)
+                bp.set_coords(self.b, ap, coords)
                 bp.prefetch(self.b, var, ap)
             self.guarded(td.surf[5], instruction, lambda: None)
         else:
@@ -1560,6 +1570,7 @@ class XeGPULowering(LoweringBase):
             if j not in moving:
                 return self._rebuild(like, vals)
             (mr, mc), (x0, y0) = moving[j], like.xy
+            self._invariant.update({id(v0): pre for v0, m in ((x0, mc), (y0, mr)) if m == 0})
             xy = tuple(v0 if m == 0 else b.add(v0, ctr if m == 1 else b.mul(ctr, I32(m)))
                        for v0, m in ((x0, mc), (y0, mr)))
             return like.moved(vals[0], vals[1], xy)
