@@ -237,3 +237,31 @@ def test_library_pick_k_loop_has_32_bit_control_and_one_branch(target, bound):
     assert sum(1 for ln in body if re.search(r"\b(jmpi|goto|brc|brd|while)\b", ln)) == 1, "\n".join(body)
     assert not [ln for ln in body if re.search(r":q\b", ln)], "64-bit arithmetic in the k-loop:\n" + "\n".join(body)
     assert bin_.hot_loop.per_dpas <= bound, bin_.hot_loop_text()
+
+
+@pytest.mark.parametrize("target", ["pvc", "bmg"])
+def test_int8_configs_fit_and_reach_two_instructions_per_dpas(target):
+    """The 8-bit configs (BK=128: 32 DPAS per k-step of a 32x32 subgroup tile) build without spill
+    and within 2 instructions per DPAS; 16-bit operands are pruned from them by the resource model,
+    and BK=16 is pruned for 8-bit operands (not a multiple of its DPAS K)."""
+    from xejit.autotuner import estimate_gemm
+    from xejit.ir.core import i32
+    a, b, c, M, N, K = _gemm_args(np.int8, acc=np.int32)
+    deep = [cfg for cfg in configs_for(target) if cfg.kwargs["BK"] == 128]
+    assert deep
+    for cfg in configs_for(target):
+        kw = cfg.kwargs
+        est = estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, i32)
+        if kw["BK"] == 16:
+            assert any("not a multiple of the DPAS K=32" in p for p in est["problems"]), cfg
+        if cfg in deep:
+            assert not est["problems"], est["problems"]
+            f = _gemm_args()
+            assert estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode,
+                                 f[0], f[1], f[2], f32)["problems"]
+            ck = gemm_kernel.compile(a, b, a, c, M, N, K, target=target, ACC=i32, **kw,
+                                     num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages,
+                                     grf_mode=cfg.grf_mode)
+            bin_ = ck.device_binary
+            assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, f"{cfg}: {bin_.summary()}"
+            assert bin_.hot_loop.dpas == 32 and bin_.hot_loop.per_dpas <= 2.0, f"{cfg}: {bin_.hot_loop_text()}"

@@ -67,6 +67,11 @@ _XE_CONFIGS = [
     _c(64, 128, 32, 8, 3, "256"),
     _c(64, 64, 16, 4, 3),
     _c(128, 128, 16, 16, 3),   # fits fp32 (tf32) operands in the default register file
+    # 8-bit operands: a 128-deep k-step (32 DPAS per step for a 32x32 subgroup tile, 1.72-1.97
+    # instructions per DPAS, no spill; BK=64 with 64x32 subgroup tiles spilled 192 B). 16-bit
+    # operands need ~320 registers here: the resource model prunes these for them.
+    _c(128, 128, 128, 16, 3, "256"),
+    _c(256, 128, 128, 32, 3, "256"),
     # small M (decode-like shapes): a thin tile with a long k-step
     _c(8, 512, 64, 32, 3),
     _c(8, 256, 64, 16, 3),
