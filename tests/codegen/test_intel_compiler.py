@@ -12,7 +12,7 @@ import pytest
 from xejit.codegen import isa
 from xejit.codegen.intel_compiler import compile_spirv, find_toolchain, require_toolchain
 from xejit.codegen.targets import TARGETS, get_target
-from xejit.ir.core import f32
+from xejit.ir.core import f32, i32
 from xejit.kernels.gemm import configs_for, gemm_kernel
 
 from tests.kernels import matmul
@@ -245,7 +245,6 @@ def test_int8_configs_fit_and_reach_two_instructions_per_dpas(target):
     and within 2 instructions per DPAS; 16-bit operands are pruned from them by the resource model,
     and BK=16 is pruned for 8-bit operands (not a multiple of its DPAS K)."""
     from xejit.autotuner import estimate_gemm
-    from xejit.ir.core import i32
     a, b, c, M, N, K = _gemm_args(np.int8, acc=np.int32)
     deep = [cfg for cfg in configs_for(target) if cfg.kwargs["BK"] == 128]
     assert deep
