@@ -1496,7 +1496,7 @@ class XeGPULowering(LoweringBase):
                 all_ok = b.and_(all_ok, ok)
             lb, ub, step = (self.env[id(v)] for v in op.operands[:3])
             steps = None
-            if isinstance(step, ir.Constant) and step.constant > 0:
+            if isinstance(step, ir.Constant) and 0 < step.constant <= bc.LOOP_DRIFT:
                 # the fast version counts in i32 and moves its descriptors with the counter:
                 # its span must keep the counter and the moves within LOOP_DRIFT
                 steps = bc.loop_steps(op, step.constant, self.env)
