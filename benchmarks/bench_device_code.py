@@ -92,7 +92,9 @@ def table(rows: list[dict]) -> str:
     out = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
-            out.append(f"{r['target']:6} {r['dtype']:5} {r['variant']:9} {r['config']:18} {r['grf_mode']:7} ERROR {r['error']}")
+            # a config the autotuner's resource model prunes need not build: its reason, not an error
+            what = f"pruned: {r['static']}" if r["static"] != "fits" else f"ERROR {r['error']}"
+            out.append(f"{r['target']:6} {r['dtype']:5} {r['variant']:9} {r['config']:18} {r['grf_mode']:7} {what}")
             continue
         h = r.get("hot_loop") or {}
         out.append(

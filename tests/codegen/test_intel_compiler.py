@@ -4,6 +4,7 @@ These tests need ocloc (the README's test command installs it with ``python -m x
 install``); without it they fail, never skip.
 """
 import os
+import re
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from xejit.codegen import isa
 from xejit.codegen.intel_compiler import compile_spirv, find_toolchain, require_toolchain
 from xejit.codegen.targets import TARGETS, get_target
-from xejit.ir.core import f32
+from xejit.ir.core import f32, i32
 from xejit.kernels.gemm import configs_for, gemm_kernel
 
 from tests.kernels import matmul
@@ -205,3 +206,61 @@ def test_compile_without_a_target_compiles_what_a_launch_would(monkeypatch):
     assert ck.target.name == "pvc" and ck.options["emulate"] and not ck.has_device_binary
     monkeypatch.delenv("XEJIT_EMULATE")
     assert matmul.compile(*_gemm_args(np.float32, 64, 64, 64, np.float32), BM=8, BN=16, BK=8).target.name == "generic"
+
+
+def _loop_text(text: str, listing, span) -> list[str]:
+    """The raw ISA lines of the loop ``span`` (positions in ``listing``): its label to its branch back."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("//")]
+    first, last = span
+    return lines[first:last + 1]
+
+
+@pytest.mark.parametrize("target,bound", [("pvc", 1.75), ("bmg", 1.55)])
+def test_library_pick_k_loop_has_32_bit_control_and_one_branch(target, bound):
+    """The 4096^3 fp16 pick (256x128x32, 16 subgroups): the k-loop counts in 32 bits (an add, a
+    compare, one conditional branch back -- it was a 64-bit add, three compares, a copy, an exit
+    branch and a jump back) and moves no carried coordinates (the 2D block coordinates are
+    computed from the counter where IGC writes the payload). pvc 63 -> 56 instructions (1.97 ->
+    1.75 per DPAS), bmg 1.84 -> 1.53; pvc's remainder includes 6 no-op reads of prefetch payloads
+    IGC adds before the branch back (not on bmg)."""
+    cfg = next(c for c in configs_for(target) if (c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"],
+                                                  c.num_subgroups) == (256, 128, 32, 16))
+    a, b, c, M, N, K = _gemm_args()
+    ck = gemm_kernel.compile(a, b, a, c, M, N, K, target=target, **cfg.kwargs, num_subgroups=cfg.num_subgroups,
+                             num_stages=cfg.num_stages, grf_mode=cfg.grf_mode)
+    bin_ = ck.device_binary
+    assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
+    listing = isa.parse(bin_.isa)
+    span = min((s for s in isa.loops(listing) if isa.mix(listing[s[0]:s[1] + 1]).dpas == 32),
+               key=lambda s: s[1] - s[0])
+    body = _loop_text(bin_.isa, listing, span)
+    assert sum(1 for ln in body if re.search(r"\b(jmpi|goto|brc|brd|while)\b", ln)) == 1, "\n".join(body)
+    assert not [ln for ln in body if re.search(r":q\b", ln)], "64-bit arithmetic in the k-loop:\n" + "\n".join(body)
+    assert bin_.hot_loop.per_dpas <= bound, bin_.hot_loop_text()
+
+
+@pytest.mark.parametrize("target", ["pvc", "bmg"])
+def test_int8_configs_fit_and_reach_two_instructions_per_dpas(target):
+    """The 8-bit configs (BK=128: 32 DPAS per k-step of a 32x32 subgroup tile) build without spill
+    and within 2 instructions per DPAS; 16-bit operands are pruned from them by the resource model,
+    and BK=16 is pruned for 8-bit operands (not a multiple of its DPAS K)."""
+    from xejit.autotuner import estimate_gemm
+    a, b, c, M, N, K = _gemm_args(np.int8, acc=np.int32)
+    deep = [cfg for cfg in configs_for(target) if cfg.kwargs["BK"] == 128]
+    assert deep
+    for cfg in configs_for(target):
+        kw = cfg.kwargs
+        est = estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, i32)
+        if kw["BK"] == 16:
+            assert any("not a multiple of the DPAS K=32" in p for p in est["problems"]), cfg
+        if cfg in deep:
+            assert not est["problems"], est["problems"]
+            f = _gemm_args()
+            assert estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode,
+                                 f[0], f[1], f[2], f32)["problems"]
+            ck = gemm_kernel.compile(a, b, a, c, M, N, K, target=target, ACC=i32, **kw,
+                                     num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages,
+                                     grf_mode=cfg.grf_mode)
+            bin_ = ck.device_binary
+            assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, f"{cfg}: {bin_.summary()}"
+            assert bin_.hot_loop.dpas == 32 and bin_.hot_loop.per_dpas <= 2.0, f"{cfg}: {bin_.hot_loop_text()}"

@@ -1,12 +1,13 @@
 """Defects the hostile suite found and that are not fixed yet, as strict xfails: each starts
-failing (XPASS) the day it is fixed, so the mark is removed with the fix.
+failing (XPASS) the day it is fixed, so the mark is removed with the fix (the test stays, as a
+regression test).
 
-2D block IO coordinates are i32 in the message: the XeGPU lowering truncates a tile's i64 row and
-column (``XeGPULowering.surface``), so a tile at row 2**32 + r is read from / written to row r on
-targets with 2D block IO (pvc, bmg, lnl, ptl); generic and dg2 check in 64 bits. The obvious fix
-(keep the coordinate only when it fits, else a far-away one) costs 12 to 28 instructions per
-k-loop iteration of the library GEMM on pvc (58 -> 74 for 256x128x32/32sg, benchmarks/
-bench_device_code.py), so it needs the check hoisted out of k-loops first.
+Fixed: 2D block IO coordinates are i32 in the message, and the XeGPU lowering truncated a tile's
+i64 row and column, so a tile at row 2**32 + r was read from / written to row r on targets with
+2D block IO (pvc, bmg, lnl, ptl). Now a coordinate that does not fit is put far out of bounds
+where it enters i32 (``codegen/block_coords.py``): at descriptor creation and on moves by
+anything but small constants, never per k-step (tests/codegen/xegpu/test_block_coords.py covers
+the k-loop's fast version).
 """
 import numpy as np
 import pytest
@@ -40,7 +41,6 @@ def test_far_tiles_read_padding_and_write_nothing(mode, monkeypatch):
     np.testing.assert_array_equal(z, 7.0)
 
 
-@pytest.mark.xfail(strict=True, reason="2D block coordinates truncated to i32 (see the module docstring)")
 def test_far_tiles_on_2d_block_io_targets(monkeypatch):
     y, z = _run("pvc", monkeypatch)
     np.testing.assert_array_equal(y, 0.0)

@@ -37,7 +37,7 @@ from . import builtins as bi
 from .emulation import BlockVariant
 from .targets import Target
 
-__all__ = ["PAYLOAD", "builtin_name", "create", "load", "prefetch", "problem", "set_xy"]
+__all__ = ["PAYLOAD", "builtin_name", "create", "load", "prefetch", "problem", "set_coords", "set_xy"]
 
 I32, I64 = bi.I32, bi.I64
 #: The payload handle: an opaque pointer (``int*`` in IGC's builtin declarations).
@@ -108,7 +108,12 @@ def create(b: ir.IRBuilder, v: BlockVariant, base: ir.Value, width: ir.Value, he
 
 def set_xy(b: ir.IRBuilder, payload: ir.Value, x: ir.Value, y: ir.Value) -> None:
     """Point ``payload`` at block (x, y): x in elements of the block's size, y in rows (i32)."""
-    for axis, val in (("x", x), ("y", y)):
+    set_coords(b, payload, [("x", x), ("y", y)])
+
+
+def set_coords(b: ir.IRBuilder, payload: ir.Value, coords) -> None:
+    """Set some of ``payload``'s block coordinates: ``coords`` [("x" or "y", i32 value)]."""
+    for axis, val in coords:
         bi.call(b, bi.declare(b.module, _SET[axis], bi.VOID, [PAYLOAD, I32]), [payload, val])
 
 

@@ -64,6 +64,7 @@ from ..ir.core import (ArrayType, Function, Operation, ScalarType, Value, Vector
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
 from . import bounds_debug
+from . import block_coords as bc
 from . import block_payload as bp
 from . import builtins as bi
 from . import emulation as emu
@@ -146,7 +147,7 @@ class TD:
     #: block surface: fixed per descriptor, computed where it is created (outside k-loops)
     surf: Optional[tuple] = None
     #: (x in elements, y) as i32 on that surface, moved with (row, col) by 32-bit adds: the block
-    #: coordinates of real 2D block instructions (None under emulation and without a surface)
+    #: coordinates of 2D block instructions (None without a surface)
     xy: tuple | None = None
 
     def moved(self, row, col, xy: tuple | None = None) -> "TD":
@@ -208,6 +209,8 @@ class XeGPULowering(LoweringBase):
         self._payloads: dict[tuple, ir.Value] = {}   # (id(surface ok), BlockVariant, id(preheader)) -> payload
         self._preheaders: list[ir.Block] = []          # of the scf.for loops around self.b, outer first
         self._surf_depth: dict[int, int] = {}          # id(surface ok flag) -> loop depth it is made at
+        #: id(2D block coordinate) -> the preheader of the loop it is invariant in (set once there)
+        self._invariant: dict[int, ir.Block] = {}
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -618,9 +621,8 @@ class XeGPULowering(LoweringBase):
         if self.target.block_io is not None:
             td.surf = self.make_surface(td)
             eb = t.dtype.bitwidth // 8
-            if not self.emulate and eb >= 1:
-                x0 = self.b.lshr(td.surf[4], I32(eb.bit_length() - 1))   # the surface's base offset
-                td.xy = (self.b.add(_i32(self.b, c), x0), _i32(self.b, r))
+            if eb >= 1:     # the hardware's coordinate arithmetic, also under emulation
+                td.xy = self.xy_of(td, r, c)
         self.env[id(op.result)] = td
 
     def op_xegpu_create_tdesc(self, op: Operation) -> None:
@@ -636,14 +638,25 @@ class XeGPULowering(LoweringBase):
             s0, s1 = arr.strides
         self.env[id(op.result)] = TD(arr, H, W, s0, s1, r, c, op.result.type)
 
+    def xy_of(self, td: TD, r: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """The i32 (x in elements, y) of (row ``r``, col ``c``) on ``td``'s surface; a coordinate
+        that does not fit is put far out of bounds (``block_coords.clamp``), not truncated."""
+        eb = td.type.dtype.bitwidth // 8
+        x0 = self.b.lshr(td.surf[4], I32(eb.bit_length() - 1))   # the surface's base offset
+        return self.b.add(bc.clamp(self.b, c), x0), bc.clamp(self.b, r)
+
     def op_xegpu_update_nd_offset(self, op: Operation) -> None:
         td: TD = self.env[id(op.operands[0])]
         dr, dc = (self.env[id(v)] for v in op.operands[1:])
         b = self.b
+        row, col = b.add(td.row, dr), b.add(td.col, dc)
         xy = None
         if td.xy is not None:
-            xy = (b.add(td.xy[0], _i32(b, dc)), b.add(td.xy[1], _i32(b, dr)))
-        self.env[id(op.result)] = td.moved(b.add(td.row, dr), b.add(td.col, dc), xy)
+            small = all(isinstance(v, ir.Constant) and abs(v.constant) <= bc.SMALL_STEP for v in (dr, dc))
+            # small constant moves: 32-bit adds (a far coordinate stays far); others: clamp again
+            xy = (b.add(td.xy[0], _i32(b, dc)), b.add(td.xy[1], _i32(b, dr))) if small else \
+                self.xy_of(td, row, col)
+        self.env[id(op.result)] = td.moved(row, col, xy)
 
     # -- per-lane accesses in code (dg2, fallbacks, narrow surfaces) --------------------------------
 
@@ -814,12 +827,12 @@ class XeGPULowering(LoweringBase):
             elif unit_bytes < eb:
                 x = b.shl(x, I32((eb // unit_bytes).bit_length() - 1))
             return x, y
-        # x in units of the block's elements: 32-bit arithmetic and a shift (unit_bytes is a
-        # power of two), not a 64-bit signed divide -- this runs every k-step.
-        x = b.add(b.mul(b.trunc(td.col, I32), I32(eb)), off)
+        # x in units of the block's elements: a shift (unit_bytes is a power of two), not a
+        # signed divide; coordinates that do not fit in i32 are put far out of bounds
+        x = b.add(b.mul(b.sext(bc.clamp(b, td.col), I64), I64(eb)), b.zext(off, I64))
         if unit_bytes > 1:
-            x = b.ashr(x, I32(unit_bytes.bit_length() - 1))
-        return x, b.trunc(td.row, I32)
+            x = b.ashr(x, I64(unit_bytes.bit_length() - 1))
+        return b.trunc(x, I32), bc.clamp(b, td.row)
 
     def surface(self, td: TD, unit_bytes: int, eb: int):
         """(aligned base, width bytes, height, pitch bytes, (x in units, y), surface-ok flag)."""
@@ -830,16 +843,18 @@ class XeGPULowering(LoweringBase):
         coord = b.insert_element(coord, y, I32(1))
         return base, width, height, pitch, coord, ok
 
-    def payload(self, td: TD, var: emu.BlockVariant) -> ir.Value | None:
-        """The IGC address payload of ``td``'s surface for blocks of ``var`` in the current loop,
-        or None where the SPIR-V builtin is used: under emulation, on targets without the
-        builtins, for shapes they lack (``block_payload.problem``), and outside the loops the
-        surface is made around (IGC builds the payload once there either way).
+    def payload(self, td: TD, var: emu.BlockVariant, x: ir.Value, y: ir.Value) -> tuple | None:
+        """(the IGC address payload of ``td``'s surface for blocks of ``var`` in the current
+        loop, the [(axis, value)] each access sets), or None where the SPIR-V builtin is used:
+        under emulation, on targets without the builtins, for shapes they lack
+        (``block_payload.problem``), and outside the loops the surface is made around (IGC
+        builds the payload once there either way).
 
         The payload is made in the preheader of the outermost loop entered since the surface
         (made at the surface, payloads stayed live across the whole prologue and the cold
-        per-lane loop version, which then spilled on bmg). Every access sets its x and y, so
-        descriptors moved from one another share it in any order."""
+        per-lane loop version, which then spilled on bmg). A coordinate invariant in that loop
+        (``self._invariant``) is set there once and is part of the payload's key; each access
+        sets the others, so descriptors moved from one another share it in any order."""
         if self.emulate or td.surf is None or bp.problem(self.target, var) is not None:
             return None
         base, width, height, pitch, _, ok = td.surf
@@ -847,13 +862,16 @@ class XeGPULowering(LoweringBase):
         if len(self._preheaders) <= depth or self.versioned.get(id(ok)) is False:
             return None     # not in a loop of the surface, or in its per-lane version
         pre = self._preheaders[depth]
-        key = (id(ok), var, id(pre))
+        coords = (("x", x), ("y", y))
+        fixed = tuple((axis, v) for axis, v in coords if self._invariant.get(id(v)) is pre)
+        key = (id(ok), var, id(pre), tuple((axis, id(v)) for axis, v in fixed))
         if key not in self._payloads:
             at = ir.IRBuilder(pre)
             at.position_before(pre.terminator)
             self._payloads[key] = bp.create(at, var, base, width, height, pitch)
+            bp.set_coords(at, self._payloads[key], fixed)
             self.instructions["2D block address payload (IGC builtin)"] += 1
-        return self._payloads[key]
+        return self._payloads[key], [c for c in coords if c not in fixed]
 
     def op_xegpu_load_nd(self, op: Operation) -> None:
         td: TD = self.env[id(op.operands[0])]
@@ -898,9 +916,11 @@ class XeGPULowering(LoweringBase):
             if var.lane_elems() != per * cnt or var.lane_bits != unit.width:
                 raise self.err(op, f"internal: 2D block {kind} gives {var.lane_elems()} x "
                                    f"i{var.lane_bits} per lane, the block layout {per * cnt} x {unit}")
-            ap = self.payload(td, var)
+            ap = None
+            if td.xy is not None:
+                ap = self.payload(td, var, *self.block_xy(td, bits // 8, t.dtype.bitwidth // 8, td.surf[4]))
             if ap is not None:
-                x, y = self.block_xy(td, bits // 8, t.dtype.bitwidth // 8, td.surf[4])
+                ap, coords = ap
                 ok = td.surf[5]
             else:
                 f = emu.declare_block_load(self.module, self.target, bits, bw, bh, cnt,
@@ -910,7 +930,7 @@ class XeGPULowering(LoweringBase):
 
             def instruction() -> None:
                 if ap is not None:
-                    bp.set_xy(b, ap, x, y)
+                    bp.set_coords(b, ap, coords)
                     val = bp.load(b, var, ap)
                     b.store(val, b.bitcast(buf, val.type.as_pointer()))
                 else:
@@ -1028,12 +1048,13 @@ class XeGPULowering(LoweringBase):
             return
         bits, bw, bh, cnt = xg.block_params(op)
         var = emu.BlockVariant("prefetch", self.sg, bits, bw, bh, cnt)
-        ap = self.payload(td, var)
+        ap = self.payload(td, var, *self.block_xy(td, bits // 8, bits // 8, td.surf[4])) \
+            if td.xy is not None else None
         if ap is not None:
-            x, y = self.block_xy(td, bits // 8, bits // 8, td.surf[4])
+            ap, coords = ap
 
             def instruction() -> None:
-                bp.set_xy(self.b, ap, x, y)
+                bp.set_coords(self.b, ap, coords)
                 bp.prefetch(self.b, var, ap)
             self.guarded(td.surf[5], instruction, lambda: None)
         else:
@@ -1473,13 +1494,21 @@ class XeGPULowering(LoweringBase):
             all_ok = oks[0]
             for ok in oks[1:]:
                 all_ok = b.and_(all_ok, ok)
+            lb, ub, step = (self.env[id(v)] for v in op.operands[:3])
+            steps = None
+            if isinstance(step, ir.Constant) and 0 < step.constant <= bc.LOOP_DRIFT:
+                # the fast version counts in i32 and moves its descriptors with the counter:
+                # its span must keep the counter and the moves within LOOP_DRIFT
+                steps = bc.loop_steps(op, step.constant, self.env)
+                most = max([1] + [abs(m) for mv in steps.values() for m in mv])
+                all_ok = b.and_(all_ok, b.icmp_signed("<=", b.sub(ub, lb), I64(bc.LOOP_DRIFT // most)))
             versions = []
             with b.if_else(all_ok) as (then, otherwise):
                 for ctx, mode in ((then, True), (otherwise, False)):
                     with ctx:
                         self.versioned.update({id(ok): mode for ok in oks})
                         counted = Counter(self.instructions)
-                        versions.append((self._lower_for(op), b.block))
+                        versions.append((self._lower_for(op, steps if mode else None), b.block))
                         if not mode:     # the report counts the 2D block version's instructions
                             self.instructions = counted
             for ok in oks:
@@ -1498,53 +1527,77 @@ class XeGPULowering(LoweringBase):
         for r, v in zip(op.results, results):
             self.env[id(r)] = v
 
-    def _lower_for(self, op: Operation) -> list:
+    def _lower_for(self, op: Operation, steps: dict[int, tuple[int, int]] | None = None) -> list:
+        """The loop in LLVM IR (LLVM rotates it: the guard before, the test at the bottom).
+
+        ``steps`` (the fast version of a versioned loop with a constant step, whose span the
+        versioning checked: ``block_coords.loop_steps``): the loop counts in i32 from 0 (the
+        64-bit induction variable is ``lb + counter``, gone when unused), and the 2D block
+        coordinates of the descriptors it moves by multiples of its step are computed from the
+        counter -- no carried coordinates to move, one add where each block message takes them."""
         b = self.b
         lb, ub, step = (self.env[id(v)] for v in op.operands[:3])
         inits = [self.env[id(v)] for v in op.operands[3:]]
-        flat = [v for x in inits for v in self._flat(x)]
+        moving = {j: mv for j, mv in (steps or {}).items() if isinstance(inits[j], TD) and inits[j].xy is not None}
+
+        def flat_of(j: int, x) -> list:
+            return [x.row, x.col] if j in moving else self._flat(x)
+
+        flat = [v for j, x in enumerate(inits) for v in flat_of(j, x)]
         pre = b.block
         header = self.kernel.append_basic_block("for.header")
         body_bb = self.kernel.append_basic_block("for.body")
         exit_bb = self.kernel.append_basic_block("for.exit")
+        if steps is not None:
+            span = b.sub(ub, lb)
+            n32 = b.trunc(b.select(b.icmp_signed(">", span, I64(0)), span, I64(0)), I32)
         b.branch(header)
         b.position_at_end(header)
-        iv = b.phi(I64, name="iv")
-        iv.add_incoming(lb, pre)
+        ctr = b.phi(I32 if steps is not None else I64, name="iv")
+        ctr.add_incoming(I32(0) if steps is not None else lb, pre)
         phis = []
         for v in flat:
             p = b.phi(v.type)
             p.add_incoming(v, pre)
             phis.append(p)
-        b.cbranch(b.icmp_signed("<", iv, ub), body_bb, exit_bb)
+        if steps is not None:
+            iv = b.add(lb, b.zext(ctr, I64))
+            cond = b.icmp_signed("<", ctr, n32)
+        else:
+            iv, cond = ctr, b.icmp_signed("<", ctr, ub)
+
+        def rebuild(j: int, like, vals: list):
+            if j not in moving:
+                return self._rebuild(like, vals)
+            (mr, mc), (x0, y0) = moving[j], like.xy
+            self._invariant.update({id(v0): pre for v0, m in ((x0, mc), (y0, mr)) if m == 0})
+            xy = tuple(v0 if m == 0 else b.add(v0, ctr if m == 1 else b.mul(ctr, I32(m)))
+                       for v0, m in ((x0, mc), (y0, mr)))
+            return like.moved(vals[0], vals[1], xy)
+
+        pos = 0
+        carried = []
+        for j, like in enumerate(inits):
+            k = len(flat_of(j, like))
+            carried.append(rebuild(j, like, phis[pos:pos + k]))
+            pos += k
+        b.cbranch(cond, body_bb, exit_bb)
         b.position_at_end(body_bb)
         body = op.regions[0].block
         self.env[id(body.args[0])] = iv
-        pos = 0
-        carried = []
-        for arg, like in zip(body.args[1:], inits):
-            k = len(self._flat(like))
-            val = self._rebuild(like, phis[pos:pos + k])
+        for arg, val in zip(body.args[1:], carried):
             self.env[id(arg)] = val
-            carried.append(val)
-            pos += k
         self._preheaders.append(pre)
         ys = self.block(body)
         self._preheaders.pop()
-        yflat = [v for y in ys for v in self._flat(y)]
+        yflat = [v for j, y in enumerate(ys) for v in flat_of(j, y)]
         latch = b.block
-        iv.add_incoming(b.add(iv, step), latch)
+        ctr.add_incoming(b.add(ctr, I32(step.constant) if steps is not None else step), latch)
         for p, y in zip(phis, yflat):
             p.add_incoming(y, latch)
         b.branch(header)
         b.position_at_end(exit_bb)
-        pos = 0
-        results = []
-        for like in carried:
-            k = len(self._flat(like))
-            results.append(self._rebuild(like, phis[pos:pos + k]))
-            pos += k
-        return results
+        return carried
 
 
 for _c in ("arith_extf", "arith_truncf", "arith_sitofp", "arith_uitofp", "arith_fptosi",

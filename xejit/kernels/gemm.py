@@ -65,8 +65,17 @@ _XE_CONFIGS = [
     _c(128, 128, 32, 16, 3, "256"),
     _c(128, 128, 32, 8, 3, "256"),
     _c(64, 128, 32, 8, 3, "256"),
+    # ... and a 64-deep k-step: 32 DPAS per step, 1.84 instructions per DPAS on pvc (BK=32: 2.31,
+    # IGC's per-prefetch no-op reads and syncs weigh on 16 DPAS), 1.53 on bmg; tf32 is pruned here
+    _c(128, 128, 64, 16, 3, "256"),
+    _c(256, 128, 64, 32, 3, "256"),
     _c(64, 64, 16, 4, 3),
     _c(128, 128, 16, 16, 3),   # fits fp32 (tf32) operands in the default register file
+    # 8-bit operands: a 128-deep k-step (32 DPAS per step for a 32x32 subgroup tile, 1.72-1.97
+    # instructions per DPAS, no spill; BK=64 with 64x32 subgroup tiles spilled 192 B). 16-bit
+    # operands need ~320 registers here: the resource model prunes these for them.
+    _c(128, 128, 128, 16, 3, "256"),
+    _c(256, 128, 128, 32, 3, "256"),
     # small M (decode-like shapes): a thin tile with a long k-step
     _c(8, 512, 64, 32, 3),
     _c(8, 256, 64, 16, 3),

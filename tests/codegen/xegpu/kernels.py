@@ -88,3 +88,14 @@ def gather_rows(table, idx, out, N, BM: xl.constexpr, BN: xl.constexpr):
     vals = xl.load_gather(xl.init_tile(table, offs), rows + xl.zeros([BM, BN], xl.int32) >= 0,
                           padding=-1.0)
     xl.store_tile(xl.init_tile(out, [m, 0], [BM, BN]), vals)
+
+
+@xejit.kernel(interpret=True)
+def row_band_sum(x, y, R, K, BM: xl.constexpr, BK: xl.constexpr):
+    """y = the sum of x's [BM, BK] tiles at row R along K (a k-loop moving one descriptor)."""
+    t = xl.init_tile(x, [R, 0], [BM, BK])
+    acc = xl.zeros([BM, BK], xl.float32)
+    for k in range(0, K, BK):
+        acc = acc + xl.load_tile(t, padding=0)
+        t = xl.update_tile_offset(t, 0, BK)
+    xl.store_tile(xl.init_tile(y, [0, 0], [BM, BK]), acc)

@@ -65,6 +65,8 @@ SLOW = [
     ("pvc", "f16", (4, 32, 64), (4, 32, 32), False, False),          # DPAS M = 4
     ("pvc", "i8", (2, 32, 64), (2, 16, 32), False, False),           # DPAS M = 2
     ("dg2", "i8", (1, 8, 64), (1, 8, 32), False, False),             # DPAS M = 1
+    ("pvc", "i8", (32, 32, 256), (32, 32, 128), False, False),       # int8's BK=128 configs (137 s)
+    ("pvc", "f16", (40, 32, 200), (32, 32, 64), False, False),       # 32x32 tiles, BK=64, K tail (93 s)
 ]
 
 
