@@ -40,7 +40,7 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
-from .kernels.gemm import configs_for, gemm_kernel
+from .kernels.gemm import GEMV_BN, GEMV_CONFIG, GEMV_MAX_M, GEMV_SLICES, configs_for, gemm_kernel, gemv_kernel
 from .language import cdiv
 from .runtime import usm
 from .runtime.launch import _usm_owner
@@ -302,6 +302,9 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
             z = _activate(z, activation)
         _write(c2, z)
         return
+    if _gemv_applies(a2, b2, c2):
+        _gemv(a2, b2, bias, c2, acc, activation)
+        return
     tuner = gemm_tuner()
     b_given = b2
     b2 = _padded_pitch(b2, M)
@@ -319,6 +322,48 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
             if len(_RECIPES) > 1024:
                 _RECIPES.clear()
             _RECIPES[recipe] = (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc)
+
+
+#: skinny GEMMs take gemv_kernel when b has at least this many elements (below, one launch of
+#: the tuned GEMM is as fast and needs no host-side sum)
+_GEMV_MIN_ELEMENTS = 1 << 16
+
+
+def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
+    """A skinny GEMM (M <= GEMV_MAX_M, large row-major b) on a target without DPAS (the CPU
+    device), with a result the host can write (numpy, torch CPU): the K-split row-streaming
+    kernel, whose partial sums the host adds."""
+    M, K = a.shape
+    N = b.shape[1]
+    if M > GEMV_MAX_M or K * N < _GEMV_MIN_ELEMENTS or _interpreting() or _is_usm(c):
+        return False
+    if _is_torch(c) and c.device.type != "cpu":
+        return False
+    if _strides(b)[1] != 1 or get_target(current_target()).has_dpas:
+        return False
+    return True
+
+
+def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
+    """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`: K in about
+    GEMV_SLICES slices, one program each, partial sums in a USM buffer, summed here (a few
+    hundred KB at most) and the epilogue applied in float64 (ints: in int32, as the kernel)."""
+    M, K = a.shape
+    N = b.shape[1]
+    bm = 1 << max(M - 1, 0).bit_length()
+    bk = GEMV_CONFIG["BK"]
+    ks = cdiv(cdiv(K, GEMV_SLICES), bk) * bk
+    slices = cdiv(K, ks)
+    is_int = acc == xl.int32
+    p = usm.empty((slices * bm, N), np.int32 if is_int else np.float32)
+    gemv_kernel[(slices,)](a, b, p, M, N, K, ks, BM=bm, BN=GEMV_BN[bm], BK=bk, ACC=acc)
+    z = p.reshape(slices, bm, N)[:, :M].sum(axis=0, dtype=np.int32 if is_int else np.float64)
+    if bias is not None:
+        bv = _host_values(bias)
+        z = z + (bv.astype(np.int32) if is_int else bv)
+    with np.errstate(all="ignore"):
+        z = _activate(z, activation)
+    _write(c, z)
 
 
 _PAD_BYTES = 64

@@ -69,10 +69,10 @@ def test_power_of_two_pitch_b_is_padded_on_the_cpu_device(dtype, lib, monkeypatc
     monkeypatch.setattr(xm, "_padded_pitch", lambda b, m: seen.append(real(b, m)) or seen[-1])
     rng = np.random.default_rng(9)
     n = 2048 // (4 if dtype == "float32" else 2)
-    a, b = rand(rng, (5, 64), dtype, lib), rand(rng, (64, n), dtype, lib)
+    a, b = rand(rng, (9, 64), dtype, lib), rand(rng, (64, n), dtype, lib)   # (M > 8: not a skinny GEMM)
     check(xejit.matmul(a, b), reference(a, b), dtype)
     row_stride = (lambda x: x.stride(0)) if lib == "torch" else (lambda x: x.strides[0] // x.itemsize)
-    assert row_stride(seen[-1]) == n    # 5 rows of A: the copy would cost more than it saves
+    assert row_stride(seen[-1]) == n    # 9 rows of A: the copy would cost more than it saves
     monkeypatch.setattr(xm, "_PAD_MIN_ROWS", 4)
     check(xejit.matmul(a, b), reference(a, b), dtype)
     from xejit.autotuner import current_target
