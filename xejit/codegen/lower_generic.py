@@ -926,10 +926,19 @@ class GenericLowering(LoweringBase):
             self.count("fused k-slice loads", K)
             conds = [x.inb for x in (A, B) if isinstance(x, LazyTile)]
             cond = conds[0] if len(conds) == 1 else b.and_(conds[0], conds[1])
+            # B rows that are per-lane gathers (column-major or unaligned B, narrow types without
+            # block reads): unrolled over k they made the CPU driver's build superlinear (fp16
+            # column-major B 16x32x32: 48 s, 32x32x32: minutes), so the in-bounds version is a
+            # k loop too, with plain loads
+            loop_fast = (LOOP_BOUNDARY_MMA and isinstance(A, LazyTile) and isinstance(B, LazyTile)
+                         and self._block_io_ok(B.tile) is not None and not self._block_read_narrow_ok(B.tile))
             with b.if_else(cond, likely=True) as (then, otherwise):
                 with then:
                     self._bases = {}
-                    fast = steps(acc, True)
+                    if loop_fast:
+                        fast = self._mma_boundary_loop(A, B, acc, M, K, G, prep, isint, masked=False)
+                    else:
+                        fast = steps(acc, True)
                     self._bases = {}
                     bf = b.block
                 with otherwise:
@@ -963,9 +972,10 @@ class GenericLowering(LoweringBase):
             self._bases["zero"] = z
         return z
 
-    def _mma_boundary_loop(self, A, B, acc, M, K, G, prep, isint: bool = False):
+    def _mma_boundary_loop(self, A, B, acc, M, K, G, prep, isint: bool = False, masked: bool = True):
         """acc += A @ B for fused loads of a tile not fully in bounds: a loop over k (one masked
-        column of A and row of B per step); returns the accumulators after the loop."""
+        column of A and row of B per step); returns the accumulators after the loop.
+        ``masked=False``: the tiles are known in bounds (plain loads)."""
         b = self.b
         pre = b.block
         loop = b.append_basic_block("mma_edge")
@@ -983,10 +993,10 @@ class GenericLowering(LoweringBase):
                 prow.append(p)
             phis.append(prow)
         C = B.shape[1]
-        bk = [prep(self._masked_load(B, kk, self.col_index(C, g)), B.dtype) for g in range(G)]
+        bk = [prep(self._masked_load(B, kk, self.col_index(C, g), masked), B.dtype) for g in range(G)]
         new = []
         for m in range(M):
-            a = prep(self._masked_load(A, I64(m), kk), A.dtype)
+            a = prep(self._masked_load(A, I64(m), kk, masked), A.dtype)
             new.append([b.add(phis[m][g], b.mul(a, bk[g])) if isint else self.fma(a, bk[g], phis[m][g])
                         for g in range(G)])
         nxt = b.add(kk, I64(1))
@@ -997,11 +1007,12 @@ class GenericLowering(LoweringBase):
                 p.add_incoming(v, latch)
         b.cbranch(b.icmp_signed("<", nxt, I64(K)), loop, done)
         b.position_at_end(done)
-        self.count("GEMM boundary path: k loop (masked loads)")
+        self.count("GEMM boundary path: k loop (masked loads)" if masked else "GEMM in-bounds path: k loop (gathered B rows)")
         return new
 
-    def _masked_load(self, lt: "LazyTile", r: ir.Value, col: ir.Value) -> ir.Value:
-        """Element (r, col) of a lazy tile (tile-relative, i64), padding when out of bounds."""
+    def _masked_load(self, lt: "LazyTile", r: ir.Value, col: ir.Value, masked: bool = True) -> ir.Value:
+        """Element (r, col) of a lazy tile (tile-relative, i64), padding when out of bounds
+        (``masked=False``: known in bounds, a plain load)."""
         b = self.b
         tile, et = lt.tile, lt.dtype
         mt = mem_type(et)
@@ -1009,6 +1020,10 @@ class GenericLowering(LoweringBase):
         s0, s1 = tile.arr.strides
         row = b.add(tile.r0, r)
         cc = b.add(tile.c0, col)
+        if not masked:
+            idx = b.add(b.mul(row, s0), b.mul(cc, s1))
+            self.count("load (in-bounds k loop)")
+            return self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
         ok = b.and_(self._in_range(row, H),
                     b.and_(b.icmp_signed(">=", cc, I64(0)), b.icmp_signed("<", cc, W)))
         idx = b.select(ok, b.add(b.mul(row, s0), b.mul(cc, s1)), I64(0))
