@@ -236,3 +236,25 @@ def test_repeated_calls_reuse_the_choice_and_stay_correct(monkeypatch):
     gemm_tuner().cache.clear()      # a retune: the remembered choice is not used
     check(xejit.matmul(a, b), reference(a, b), "float32")
     assert hits == [True, True, False, False, False]
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_column_major_b_is_copied_row_major_without_block_io(lib, monkeypatch):
+    """On targets without 2D block IO (the CPU device) a column-major B (``x @ w.T``) of a GEMM
+    with more than 8 rows is copied once to row-major (the kernel would gather its rows); the
+    result is the same GEMM, and skinny GEMMs take B as it is."""
+    import sys
+    xm = sys.modules["xejit.matmul"]
+    seen = []
+    real = xm._row_major_b
+    monkeypatch.setattr(xm, "_row_major_b", lambda b, m: seen.append(real(b, m)) or seen[-1])
+    rng = np.random.default_rng(10)
+    a, w = rand(rng, (20, 64), "float32", lib), rand(rng, (48, 64), "float32", lib)
+    check(xejit.matmul(a, _t(w)), reference(a, _t(w)), "float32")
+    from xejit.autotuner import current_target
+    from xejit.codegen.targets import get_target
+    strides = tuple(seen[-1].stride()) if lib == "torch" else tuple(s // 4 for s in seen[-1].strides)
+    if not get_target(current_target()).has_block_io and not xm._interpreting():
+        assert strides == (48, 1)
+    else:
+        assert strides == (1, 64)
