@@ -36,6 +36,10 @@ VECTOR_BYTES = 32
 #: GEMM boundary path (a tile not fully in bounds): a real loop over k with masked loads
 #: (small code: the driver build time does not grow with BK) instead of an unrolled copy
 LOOP_BOUNDARY_MMA = True
+#: In-bounds tile_mma versions with more FMAs than this (BM*BK*BN/16) loop over k per register strip
+#: instead of unrolling it (CPU driver build, fp32 row-major B: 16x32x32 (1024) 5 s, 32x32x32 (2048)
+#: 67 s unrolled; the autotuner's generic configs are at most 256 and stay unrolled)
+MAX_UNROLLED_FMAS = 512
 
 F32, F16, I1, I8, I16, I32, I64 = bi.F32, bi.F16, ir.IntType(1), bi.I8, bi.I16, bi.I32, bi.I64
 
@@ -594,12 +598,13 @@ class GenericLowering(LoweringBase):
             self._bases[key] = base
         s0, s1 = tile.arr.strides
         order = tile.arr.type.order
+        rv = r if isinstance(r, ir.Value) else I64(r)
         if order == (1, 0):
-            off = col if r == 0 else b.add(b.mul(I64(r), s0), col)
+            off = col if isinstance(r, int) and r == 0 else b.add(b.mul(rv, s0), col)
         elif order == (0, 1):
-            off = b.add(I64(r), b.mul(col, s1)) if not (isinstance(col, ir.Constant) and col.constant == 0) else I64(r)
+            off = b.add(rv, b.mul(col, s1)) if not (isinstance(col, ir.Constant) and col.constant == 0) else rv
         else:
-            off = b.add(b.mul(I64(r), s0), b.mul(col, s1))
+            off = b.add(b.mul(rv, s0), b.mul(col, s1))
         return b.gep(base, [off], source_etype=mt)
 
     def _rows_per_strip(self, G: int) -> int:
@@ -622,7 +627,7 @@ class GenericLowering(LoweringBase):
             lt = A if which == "A" else B
             tile, et = lt.tile, lt.dtype
             mt = mem_type(et)
-            r, col = (i, I64(k)) if which == "A" else (k, None)
+            r, col = (i, k if isinstance(k, ir.Value) else I64(k)) if which == "A" else (k, None)
             if which == "B":
                 C = lt.shape[1]
                 if fast and self._block_io_ok(tile) is None:
@@ -887,13 +892,58 @@ class GenericLowering(LoweringBase):
             rb = self._rows_per_strip(G) if (lazy and fast) else M
             if lazy and fast:
                 self.count(f"GEMM register strips of {rb} rows (in-bounds path)", -(-M // rb))
+            # tiles whose unrolled k steps exceed MAX_UNROLLED_FMAS loop over k within each strip:
+            # the CPU driver's build time grows faster than the unrolled code (fp32 32x32x32:
+            # 67 s unrolled)
+            k_loop = lazy and fast and isinstance(A, LazyTile) and isinstance(B, LazyTile) \
+                and M * K * G > MAX_UNROLLED_FMAS
             for m0 in range(0, M, rb):
                 rows = range(m0, min(M, m0 + rb))
                 # strips after the first re-read B at an address the compilers cannot prove equal
                 # (+ strip * opaque zero): else they merge the loads and keep all of B live
                 bump = b.mul(I64(m0 // rb), self._opaque_zero()) if m0 else None
-                strip(acc, fast, rows, bump)
+                if k_loop:
+                    strip_loop(acc, rows, bump)
+                else:
+                    strip(acc, fast, rows, bump)
+            if k_loop:
+                self.count("GEMM in-bounds path: k loop per strip", -(-M // rb))
             return acc
+
+        def strip_loop(acc, rows, bump=None):
+            """``strip`` on the in-bounds version as a loop over k (one column of A and row of B
+            per step, the strip's accumulators as loop-carried values)."""
+            pre = b.block
+            loop = b.append_basic_block("mma_strip")
+            done = b.append_basic_block("mma_strip_done")
+            b.branch(loop)
+            b.position_at_end(loop)
+            kk = b.phi(I64, name="k")
+            kk.add_incoming(I64(0), pre)
+            phis = {}
+            for m in rows:
+                phis[m] = []
+                for j in range(G):
+                    p = b.phi(acc[m][j].type)
+                    p.add_incoming(acc[m][j], pre)
+                    phis[m].append(p)
+            a_k, b_k = self._slice_vals(A, B, kk, rows, G, True, bump)
+            Bp_k = [prep(x, B.dtype) for x in b_k]
+            new = {}
+            for m in rows:
+                a = prep(a_k[m], a_ty)
+                new[m] = [b.add(phis[m][j], b.mul(a, Bp_k[j])) if isint else self.fma(a, Bp_k[j], phis[m][j])
+                          for j in range(G)]
+            nxt = b.add(kk, I64(1))
+            latch = b.block
+            kk.add_incoming(nxt, latch)
+            for m in rows:
+                for p, v in zip(phis[m], new[m]):
+                    p.add_incoming(v, latch)
+            b.cbranch(b.icmp_signed("<", nxt, I64(K)), loop, done)
+            b.position_at_end(done)
+            for m in rows:
+                acc[m] = new[m]
 
         def strip(acc, fast, rows, bump=None):
             for k in range(K):
