@@ -104,6 +104,18 @@ def test_large_tiles_loop_over_k_per_strip():
     assert all(bm * GEMV_CONFIG["BK"] * -(-bn // 16) <= MAX_UNROLLED_FMAS for bm, bn in GEMV_BN.items())
 
 
+def test_accumulators_beyond_the_generic_limit_are_refused_up_front():
+    """A tile_mma accumulator above MAX_ACC_VALUES lane values per subgroup is an error naming the
+    kernel line, raised by the lowering (before megabytes of code reach LLVM and the driver);
+    more subgroups bring the per-subgroup tile under it."""
+    from xejit.codegen.compiler import compile_kernel
+    from xejit.errors import CompilerError
+    x = np.zeros((256, 256), np.float32)
+    with pytest.raises(CompilerError, match=r"128x64 accumulator per subgroup is 512 lane values.*num_subgroups"):
+        compile_kernel(matmul.compile_ir(x, x, x, 1, 1, 1, BM=128, BN=64, BK=32, num_subgroups=1), "generic")
+    compile_kernel(matmul.compile_ir(x, x, x, 1, 1, 1, BM=128, BN=64, BK=32, num_subgroups=2), "generic")
+
+
 @pytest.mark.parametrize("dt", ["f16", "bf16", "i8", "u8"])
 def test_narrow_gemm_reads_b_rows_by_block_reads(dt):
     """16-bit float and 8-bit int B rows take the subgroup block reads of their width and the

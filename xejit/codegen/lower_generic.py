@@ -40,6 +40,10 @@ LOOP_BOUNDARY_MMA = True
 #: instead of unrolling it (CPU driver build, fp32 row-major B: 16x32x32 (1024) 5 s, 32x32x32 (2048)
 #: 67 s unrolled; the autotuner's generic configs are at most 256 and stay unrolled)
 MAX_UNROLLED_FMAS = 512
+#: The largest tile_mma accumulator per subgroup, in lane values (BM * ceil(BN/16)), checked up
+#: front: fp32 64x64x32 (256) builds in 12 s on the CPU device; 128x64x32 produced 2.1 MB of
+#: SPIR-V in 24 s before the driver's build (and with k loops per strip crashes LLVM's NewGVN)
+MAX_ACC_VALUES = 256
 
 F32, F16, I1, I8, I16, I32, I64 = bi.F32, bi.F16, ir.IntType(1), bi.I8, bi.I16, bi.I32, bi.I64
 
@@ -870,6 +874,12 @@ class GenericLowering(LoweringBase):
         rt = op.result.type.dtype
         b = self.b
         G = self.col_groups(N)
+        if M * G > MAX_ACC_VALUES:
+            raise CompilerError(
+                f"a {M}x{N} accumulator per subgroup is {M * G} lane values; the generic target "
+                f"(CPU device) takes at most {MAX_ACC_VALUES} (e.g. 64x64): larger ones compile to megabytes "
+                f"of code that the OpenCL CPU driver builds for minutes (or that crash LLVM). Use smaller "
+                f"tiles or more subgroups (num_subgroups)", op)
         if len(op.operands) == 3:
             acc = [list(row) for row in self.env[id(op.operands[2])].regs]
         else:
