@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,8 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
-from .kernels.gemm import GEMV_BN, GEMV_CONFIG, GEMV_MAX_M, GEMV_SLICES, configs_for, gemm_kernel, gemv_kernel
+from .kernels.gemm import (GEMV_BN, GEMV_CONFIG, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, gemm_kernel,
+                           gemm_packed_kernel, gemv_kernel, pack_b_kernel)
 from .language import cdiv
 from .runtime import usm
 from .runtime.launch import _usm_owner
@@ -305,6 +307,9 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
     if _gemv_applies(a2, b2, c2):
         _gemv(a2, b2, bias, c2, acc, activation)
         return
+    if bias is None and activation is None and _packed_applies(a2, b2, c2):
+        _packed(a2, b2, c2)
+        return
     tuner = gemm_tuner()
     b_given = b2
     b2 = _b_for_gemm(b2, M)
@@ -364,6 +369,52 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     with np.errstate(all="ignore"):
         z = _activate(z, activation)
     _write(c, z)
+
+
+#: large fp32 GEMMs take the packed kernel when M*N*K reaches this (1536^3): at 2048^3 it ran
+#: 1.5x the gemm_kernel, at 1024^3 0.9x (kernels/gemm.py, PACKED_CONFIG)
+_PACKED_MIN_WORK = 1536 ** 3
+
+
+def _packed_applies(a: Any, b: Any, c: Any) -> bool:
+    """A large fp32 GEMM on a target without 2D block IO (the CPU device), host-visible result."""
+    M, K = a.shape
+    N = b.shape[1]
+    if M * N * K < _PACKED_MIN_WORK or min(M, N, K) < 64 or _interpreting() or _is_usm(c):
+        return False
+    if _dtype_name(a) != "float32" or _dtype_name(c) != "float32":
+        return False
+    if _is_torch(c) and c.device.type != "cpu":
+        return False
+    return not get_target(current_target()).has_block_io
+
+
+_SCRATCH = threading.local()
+
+
+def _pack_buffer(rows: int, cols: int) -> np.ndarray:
+    """This thread's USM scratch buffer for packed b (reused: fresh pages cost faults each call;
+    per thread, so concurrent calls never share one)."""
+    buf = getattr(_SCRATCH, "pack", None)
+    if buf is None or buf.size < rows * cols:
+        buf = usm.empty((rows * cols,), np.float32)
+        _SCRATCH.pack = buf
+    return buf[:rows * cols].reshape(rows, cols)
+
+
+def _packed(a: Any, b: Any, c: Any) -> None:
+    """``c = a @ b`` by packing b into BN-column panels (pack_b_kernel) and the K-blocked
+    gemm_packed_kernel (GotoBLAS-style; kernels/gemm.py)."""
+    M, K = a.shape
+    N = b.shape[1]
+    cfg = PACKED_CONFIG
+    bn, kc = cfg["BN"], cfg["KC"]
+    kp = cdiv(K, kc) * kc
+    panels = cdiv(N, bn)
+    bp = _pack_buffer(panels * kp, bn)
+    pack_b_kernel[(panels, kp // cfg["BKP"])](b, bp, K, kp, BKP=cfg["BKP"], BN=bn)
+    gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
+        a, bp, c, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=cfg["BM"], BN=bn, BK=cfg["BK"])
 
 
 _PAD_BYTES = 64

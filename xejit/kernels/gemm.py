@@ -70,6 +70,44 @@ def gemv_kernel(a, b, p, M, N, K, KS, BM: xl.constexpr, BN: xl.constexpr, BK: xl
             xl.store_tile(tp, acc)
 
 
+@kernel
+def pack_b_kernel(b, bp, K, Kp, BKP: xl.constexpr, BN: xl.constexpr):
+    """Copy b [K, N] (any layout) into BN-column panels: panel j is rows j*Kp .. j*Kp+Kp of the
+    row-major ``bp`` [ceil(N/BN)*Kp, BN], zero beyond b's edges. One program per BKP x BN tile."""
+    j = xl.program_id(0)
+    kb = xl.program_id(1) * BKP
+    t = xl.load_tile(xl.init_tile(b, [kb, j * BN], [BKP, BN]))
+    xl.store_tile(xl.init_tile(bp, [j * Kp + kb, 0], [BKP, BN]), t)
+
+
+@kernel
+def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
+                       BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+    """c[M, N] (fp32) = a @ b with b packed by ``pack_b_kernel``; GotoBLAS-style blocking: a
+    program owns an MC x NC block of c; for each KC-deep slice of k and each BN-wide panel of
+    b (KC x BN contiguous: stays in L1, no cache-set conflicts at power-of-two pitches) it runs
+    the BM x BN register microkernel over the MC rows (a's MC x KC block stays in L2), keeping
+    the partial sums in c. MC, NC, KC are runtime values so the loops are not unrolled."""
+    m0 = xl.program_id(0) * MC
+    n0 = xl.program_id(1) * NC
+    for jj in range(0, NC, BN):
+        for mi in range(0, MC, BM):
+            xl.store_tile(xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN]), xl.zeros([BM, BN], xl.float32))
+    for kc in range(0, K, KC):
+        for jj in range(0, NC, BN):
+            prow = ((n0 + jj) // BN) * Kp + kc
+            for mi in range(0, MC, BM):
+                tc = xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN])
+                acc = xl.load_tile(tc)
+                ta = xl.init_tile(a, [m0 + mi, kc], [BM, BK])
+                tb = xl.init_tile(bp, [prow, 0], [BK, BN])
+                for k in range(0, KC, BK):
+                    acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
+                    ta = xl.update_tile_offset(ta, 0, BK)
+                    tb = xl.update_tile_offset(tb, BK, 0)
+                xl.store_tile(tc, acc)
+
+
 def _c(bm: int, bn: int, bk: int, sg: int, stages: int = 3, grf: str = "default") -> Config:
     return Config({"BM": bm, "BN": bn, "BK": bk}, num_subgroups=sg, num_stages=stages, grf_mode=grf)
 
@@ -135,6 +173,12 @@ GEMV_BN = {1: 64, 2: 64, 4: 32, 8: 16}
 GEMV_SLICES = 16
 #: the largest M that gemv_kernel takes (its BM is M rounded up to a power of two)
 GEMV_MAX_M = 8
+
+#: gemm_packed_kernel on targets without 2D block IO, fp32: the 6x16 microkernel, c blocks of
+#: 96 x 256, k slices of 256 (b panel 16 KB in L1, a block 96 KB in L2); b packed in 32-row tiles.
+#: fp32 2048^3, USM operands, one run on a loaded machine: 27.8 GFLOP/s against 18.4 for the
+#: gemm_kernel (6x16x16, padded pitch) and 42.9 for numpy; 1024^3: 27.1 vs 30.2 (numpy 26.1)
+PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 16, "MC": 96, "NC": 256, "KC": 256, "BKP": 32}
 
 CONFIGS: dict[str, list[Config]] = {
     "pvc": _XE_CONFIGS,
