@@ -360,7 +360,7 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     ks = cdiv(cdiv(K, GEMV_SLICES), bk) * bk
     slices = cdiv(K, ks)
     is_int = acc == xl.int32
-    p = usm.empty((slices * bm, N), np.int32 if is_int else np.float32)
+    p = _scratch("gemv", slices * bm, N, np.int32 if is_int else np.float32)   # every element written
     gemv_kernel[(slices,)](a, b, p, M, N, K, ks, BM=bm, BN=GEMV_BN[bm], BK=bk, ACC=acc)
     z = p.reshape(slices, bm, N)[:, :M].sum(axis=0, dtype=np.int32 if is_int else np.float64)
     if bias is not None:
@@ -392,13 +392,15 @@ def _packed_applies(a: Any, b: Any, c: Any) -> bool:
 _SCRATCH = threading.local()
 
 
-def _pack_buffer(rows: int, cols: int) -> np.ndarray:
-    """This thread's USM scratch buffer for packed b (reused: fresh pages cost faults each call;
-    per thread, so concurrent calls never share one)."""
-    buf = getattr(_SCRATCH, "pack", None)
-    if buf is None or buf.size < rows * cols:
-        buf = usm.empty((rows * cols,), np.float32)
-        _SCRATCH.pack = buf
+def _scratch(name: str, rows: int, cols: int, dtype: Any) -> np.ndarray:
+    """This thread's USM scratch buffer ``name`` as a [rows, cols] array (reused: fresh pages cost
+    faults every call; per thread, so concurrent calls never share one). Launches are synchronous,
+    so a buffer is free again when the call that used it returns."""
+    dtype = np.dtype(dtype)
+    buf = getattr(_SCRATCH, name, None)
+    if buf is None or buf.dtype != dtype or buf.size < rows * cols:
+        buf = usm.empty((rows * cols,), dtype)
+        setattr(_SCRATCH, name, buf)
     return buf[:rows * cols].reshape(rows, cols)
 
 
@@ -411,7 +413,7 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     bn, kc = cfg["BN"], cfg["KC"]
     kp = cdiv(K, kc) * kc
     panels = cdiv(N, bn)
-    bp = _pack_buffer(panels * kp, bn)
+    bp = _scratch("pack", panels * kp, bn, np.float32)
     pack_b_kernel[(panels, kp // cfg["BKP"])](b, bp, K, kp, BKP=cfg["BKP"], BN=bn)
     gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
         a, bp, c, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=cfg["BM"], BN=bn, BK=cfg["BK"])

@@ -67,7 +67,7 @@ def test_vector_times_matrix_and_column_major_b(gemv_calls):
 
 @requires_device
 def test_repeated_skinny_calls_stay_correct(gemv_calls):
-    """The partial-sum buffer is new every call: a second call with new values is not stale."""
+    """The partial-sum scratch buffer is reused: a second call with new values is not stale."""
     rng = np.random.default_rng(22)
     b = rand(rng, (K, N), "float32")
     for _ in range(2):
