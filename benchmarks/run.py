@@ -200,6 +200,12 @@ def gemm_rows(shapes, dtypes, budget_s: float, use_xejit: bool) -> list[dict]:
             ref = a64 @ b64 if dtype == "float32" else (
                 xa.double().numpy() @ xb.double().numpy())
             row["xejit_rel_err"] = float(np.abs(got - ref).max() / np.abs(ref).max())
+            if dtype == "float32" and M <= 8:
+                # skinny shapes as a user calls them: plain numpy arrays, which are copied into
+                # USM memory on every call (docs/autotune-and-matmul.md, "Skinny GEMMs")
+                na, nb = np.asarray(xa).copy(), np.asarray(xb).copy()
+                secs = median_time(lambda: xejit.matmul(na, nb), warmup=1, budget_s=budget_s)
+                row["xejit_numpy_operands_gflops"] = flop / secs / 1e9
             if rec is not None:
                 row["autotune_s"] = rec.tuning_time_s
                 row["autotune_from_disk"] = rec.from_disk
@@ -219,7 +225,12 @@ def _fmt_row(r: dict) -> str:
         return f"{v:8.1f}" if isinstance(v, (int, float)) else f"{'-':>8}"
     x = g("xejit_gflops") if "xejit_gflops" in r else f"{'n/a':>8}"
     tune = f"{r['autotune_s']:.2f}s" if "autotune_s" in r else "-"
-    return f"{r['shape']:<42} {r['dtype']:<9} {g('numpy_gflops')} {g('torch_gflops')} {x}   tune {tune}"
+    ref = r.get("numpy_gflops") or r.get("torch_gflops")
+    ratio = f"{r['xejit_gflops'] / ref:6.2f}x" if r.get("xejit_gflops") and ref else f"{'-':>7}"
+    extra = (f"   numpy operands (copied to USM each call) {r['xejit_numpy_operands_gflops']:.1f}"
+             if "xejit_numpy_operands_gflops" in r else "")
+    return (f"{r['shape']:<42} {r['dtype']:<9} {g('numpy_gflops')} {g('torch_gflops')} {x} {ratio}"
+            f"   tune {tune}{extra}")
 
 
 # --- compile latency --------------------------------------------------------------------------
@@ -388,11 +399,13 @@ def plot(rows: list[dict], path: Path, title: str) -> str | None:
     for ax, dt in zip(axes[:, 0], dtypes):
         rs = [r for r in rows if r["dtype"] == dt]
         xs = np.arange(len(rs))
-        series = [("numpy", "numpy_gflops"), ("torch", "torch_gflops"), ("xejit", "xejit_gflops")]
-        w = 0.27
+        series = [("numpy", "numpy_gflops"), ("torch", "torch_gflops"), ("xejit", "xejit_gflops"),
+                  ("xejit, numpy operands", "xejit_numpy_operands_gflops")]
+        series = [s for s in series if any(r.get(s[1]) for r in rs)]
+        w = 0.8 / len(series)
         for i, (label, key) in enumerate(series):
             vals = [r.get(key) or 0.0 for r in rs]
-            ax.bar(xs + (i - 1) * w, vals, w, label=label)
+            ax.bar(xs + (i - (len(series) - 1) / 2) * w, vals, w, label=label)
         ax.set_xticks(xs, [r["shape"].split(" ->")[0] for r in rs], rotation=20, ha="right", fontsize=8)
         ax.set_ylabel("GFLOP/s")
         ax.set_title(f"{dt}")
@@ -449,7 +462,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"xejit benchmark on {info['device']} (target {info['target']}), {info['cores']} cores, "
           f"load {info['loadavg_start']}; xejit kernels: {info['backend']}"
           + (f" -- {status}" if status and not args.interpret else ""), flush=True)
-    print(f"{'shape':<42} {'dtype':<9} {'numpy':>8} {'torch':>8} {'xejit':>8}   (GFLOP/s)", flush=True)
+    print(f"{'shape':<42} {'dtype':<9} {'numpy':>8} {'torch':>8} {'xejit':>8} {'/ref':>7}   (GFLOP/s; xejit on "
+          f"USM operands, ref = numpy, else torch)", flush=True)
     results: dict[str, Any] = {"machine": info, "quick": args.quick}
     results["gemm"] = gemm_rows(shapes, dtypes, budget, use_xejit)
 

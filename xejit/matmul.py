@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,8 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
-from .kernels.gemm import configs_for, gemm_kernel
+from .kernels.gemm import (GEMV_BN, GEMV_CONFIG, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, gemm_kernel,
+                           gemm_packed_kernel, gemv_kernel, pack_b_kernel)
 from .language import cdiv
 from .runtime import usm
 from .runtime.launch import _usm_owner
@@ -282,7 +284,7 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None) -> np.ndarray | 
     c = usm.empty(shape, rdtype)
     M, K = a.shape
     tuner.best_config = config
-    tuner.kernel[grid](a, _padded_pitch(b, M), c, c, M, shape[1], K, ACC=acc, HAS_BIAS=False, ACT=act, **meta)
+    tuner.kernel[grid](a, _b_for_gemm(b, M), c, c, M, shape[1], K, ACC=acc, HAS_BIAS=False, ACT=act, **meta)
     return c
 
 
@@ -302,9 +304,15 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
             z = _activate(z, activation)
         _write(c2, z)
         return
+    if _gemv_applies(a2, b2, c2):
+        _gemv(a2, b2, bias, c2, acc, activation)
+        return
+    if bias is None and activation is None and _packed_applies(a2, b2, c2):
+        _packed(a2, b2, c2)
+        return
     tuner = gemm_tuner()
     b_given = b2
-    b2 = _padded_pitch(b2, M)
+    b2 = _b_for_gemm(b2, M)
     tuner[lambda meta: (cdiv(M, meta["BM"]), cdiv(N, meta["BN"]))](
         a2, b2, bias if bias is not None else c2, c2, M, N, K,
         ACC=acc, HAS_BIAS=bias is not None, ACT=activation)
@@ -321,12 +329,130 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
             _RECIPES[recipe] = (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc)
 
 
+#: skinny GEMMs take gemv_kernel when b has at least this many elements (below, one launch of
+#: the tuned GEMM is as fast and needs no host-side sum)
+_GEMV_MIN_ELEMENTS = 1 << 16
+
+
+def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
+    """A skinny GEMM (M <= GEMV_MAX_M, large row-major b) on a target without DPAS (the CPU
+    device), with a result the host can write (numpy, torch CPU): the K-split row-streaming
+    kernel, whose partial sums the host adds."""
+    M, K = a.shape
+    N = b.shape[1]
+    if M > GEMV_MAX_M or K * N < _GEMV_MIN_ELEMENTS or _interpreting() or _is_usm(c):
+        return False
+    if _is_torch(c) and c.device.type != "cpu":
+        return False
+    if _strides(b)[1] != 1 or get_target(current_target()).has_dpas:
+        return False
+    return True
+
+
+def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
+    """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`: K in about
+    GEMV_SLICES slices, one program each, partial sums in a USM buffer, summed here (a few
+    hundred KB at most) and the epilogue applied in float64 (ints: in int32, as the kernel)."""
+    M, K = a.shape
+    N = b.shape[1]
+    bm = 1 << max(M - 1, 0).bit_length()
+    bk = GEMV_CONFIG["BK"]
+    ks = cdiv(cdiv(K, GEMV_SLICES), bk) * bk
+    slices = cdiv(K, ks)
+    is_int = acc == xl.int32
+    p = _scratch("gemv", slices * bm, N, np.int32 if is_int else np.float32)   # every element written
+    gemv_kernel[(slices,)](a, b, p, M, N, K, ks, BM=bm, BN=GEMV_BN[bm], BK=bk, ACC=acc)
+    z = p.reshape(slices, bm, N)[:, :M].sum(axis=0, dtype=np.int32 if is_int else np.float64)
+    if bias is not None:
+        bv = _host_values(bias)
+        z = z + (bv.astype(np.int32) if is_int else bv)
+    with np.errstate(all="ignore"):
+        z = _activate(z, activation)
+    _write(c, z)
+
+
+#: large fp32 GEMMs take the packed kernel when M*N*K reaches this (1536^3): at 2048^3 it ran
+#: 1.5x the gemm_kernel, at 1024^3 0.9x (kernels/gemm.py, PACKED_CONFIG)
+_PACKED_MIN_WORK = 1536 ** 3
+
+
+def _packed_applies(a: Any, b: Any, c: Any) -> bool:
+    """A large fp32 GEMM on a target without 2D block IO (the CPU device), host-visible result."""
+    M, K = a.shape
+    N = b.shape[1]
+    if M * N * K < _PACKED_MIN_WORK or min(M, N, K) < 64 or _interpreting() or _is_usm(c):
+        return False
+    if _dtype_name(a) != "float32" or _dtype_name(c) != "float32":
+        return False
+    if _is_torch(c) and c.device.type != "cpu":
+        return False
+    return not get_target(current_target()).has_block_io
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(name: str, rows: int, cols: int, dtype: Any) -> np.ndarray:
+    """This thread's USM scratch buffer ``name`` as a [rows, cols] array (reused: fresh pages cost
+    faults every call; per thread, so concurrent calls never share one). Launches are synchronous,
+    so a buffer is free again when the call that used it returns."""
+    dtype = np.dtype(dtype)
+    buf = getattr(_SCRATCH, name, None)
+    if buf is None or buf.dtype != dtype or buf.size < rows * cols:
+        buf = usm.empty((rows * cols,), dtype)
+        setattr(_SCRATCH, name, buf)
+    return buf[:rows * cols].reshape(rows, cols)
+
+
+def _packed(a: Any, b: Any, c: Any) -> None:
+    """``c = a @ b`` by packing b into BN-column panels (pack_b_kernel) and the K-blocked
+    gemm_packed_kernel (GotoBLAS-style; kernels/gemm.py)."""
+    M, K = a.shape
+    N = b.shape[1]
+    cfg = PACKED_CONFIG
+    bn, kc = cfg["BN"], cfg["KC"]
+    kp = cdiv(K, kc) * kc
+    panels = cdiv(N, bn)
+    bp = _scratch("pack", panels * kp, bn, np.float32)
+    pack_b_kernel[(panels, kp // cfg["BKP"])](b, bp, K, kp, BKP=cfg["BKP"], BN=bn)
+    gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
+        a, bp, c, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=cfg["BM"], BN=bn, BK=cfg["BK"])
+
+
 _PAD_BYTES = 64
 
 
 #: ... when A has at least this many rows: the copy must be small next to the GEMM (measured with
 #: the copy: 512^3 69.5 padded vs 79.0 not, 64x2048x2048 27.5 vs 42.2; 1024^3 97.5 vs 49.1).
 _PAD_MIN_ROWS = 1024
+
+
+def _b_for_gemm(b: Any, m: int) -> Any:
+    """B as the tuned GEMM streams it best on this target: :func:`_row_major_b`, then
+    :func:`_padded_pitch`."""
+    return _padded_pitch(_row_major_b(b, m), m)
+
+
+def _row_major_b(b: Any, m: int) -> Any:
+    """A column-major B (``x @ w.T``) copied once into a row-major buffer, on targets without 2D
+    block IO (the CPU device), for an A of more than GEMV_MAX_M rows.
+
+    There the kernel reads a row of a column-major B tile as per-lane gathers (one element per
+    cache line): fp32 512^3 5-13 GFLOP/s against 80-115 for a row-major B. The copy costs K*N
+    elements of memory traffic, small next to the M*N*K GEMM once M is past a handful of rows."""
+    if m <= GEMV_MAX_M or _interpreting() or _is_usm(b) or get_target(current_target()).has_block_io:
+        return b
+    K, N = b.shape
+    s0, s1 = _strides(b)
+    if s1 == 1 or s0 != 1 or K < 16 or N < 16:
+        return b
+    if _is_torch(b):
+        if b.device.type != "cpu":
+            return b
+        return b.contiguous()
+    buf = usm.empty((K, N), b.dtype)
+    buf[...] = b
+    return buf
 
 
 def _padded_pitch(b: Any, m: int) -> Any:

@@ -69,10 +69,10 @@ def test_power_of_two_pitch_b_is_padded_on_the_cpu_device(dtype, lib, monkeypatc
     monkeypatch.setattr(xm, "_padded_pitch", lambda b, m: seen.append(real(b, m)) or seen[-1])
     rng = np.random.default_rng(9)
     n = 2048 // (4 if dtype == "float32" else 2)
-    a, b = rand(rng, (5, 64), dtype, lib), rand(rng, (64, n), dtype, lib)
+    a, b = rand(rng, (9, 64), dtype, lib), rand(rng, (64, n), dtype, lib)   # (M > 8: not a skinny GEMM)
     check(xejit.matmul(a, b), reference(a, b), dtype)
     row_stride = (lambda x: x.stride(0)) if lib == "torch" else (lambda x: x.strides[0] // x.itemsize)
-    assert row_stride(seen[-1]) == n    # 5 rows of A: the copy would cost more than it saves
+    assert row_stride(seen[-1]) == n    # 9 rows of A: the copy would cost more than it saves
     monkeypatch.setattr(xm, "_PAD_MIN_ROWS", 4)
     check(xejit.matmul(a, b), reference(a, b), dtype)
     from xejit.autotuner import current_target
@@ -236,3 +236,25 @@ def test_repeated_calls_reuse_the_choice_and_stay_correct(monkeypatch):
     gemm_tuner().cache.clear()      # a retune: the remembered choice is not used
     check(xejit.matmul(a, b), reference(a, b), "float32")
     assert hits == [True, True, False, False, False]
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_column_major_b_is_copied_row_major_without_block_io(lib, monkeypatch):
+    """On targets without 2D block IO (the CPU device) a column-major B (``x @ w.T``) of a GEMM
+    with more than 8 rows is copied once to row-major (the kernel would gather its rows); the
+    result is the same GEMM, and skinny GEMMs take B as it is."""
+    import sys
+    xm = sys.modules["xejit.matmul"]
+    seen = []
+    real = xm._row_major_b
+    monkeypatch.setattr(xm, "_row_major_b", lambda b, m: seen.append(real(b, m)) or seen[-1])
+    rng = np.random.default_rng(10)
+    a, w = rand(rng, (20, 64), "float32", lib), rand(rng, (48, 64), "float32", lib)
+    check(xejit.matmul(a, _t(w)), reference(a, _t(w)), "float32")
+    from xejit.autotuner import current_target
+    from xejit.codegen.targets import get_target
+    strides = tuple(seen[-1].stride()) if lib == "torch" else tuple(s // 4 for s in seen[-1].strides)
+    if not get_target(current_target()).has_block_io and not xm._interpreting():
+        assert strides == (48, 1)
+    else:
+        assert strides == (1, 64)

@@ -36,6 +36,14 @@ VECTOR_BYTES = 32
 #: GEMM boundary path (a tile not fully in bounds): a real loop over k with masked loads
 #: (small code: the driver build time does not grow with BK) instead of an unrolled copy
 LOOP_BOUNDARY_MMA = True
+#: In-bounds tile_mma versions with more FMAs than this (BM*BK*BN/16) loop over k per register strip
+#: instead of unrolling it (CPU driver build, fp32 row-major B: 16x32x32 (1024) 5 s, 32x32x32 (2048)
+#: 67 s unrolled; the autotuner's generic configs are at most 256 and stay unrolled)
+MAX_UNROLLED_FMAS = 512
+#: The largest tile_mma accumulator per subgroup, in lane values (BM * ceil(BN/16)), checked up
+#: front: fp32 64x64x32 (256) builds in 12 s on the CPU device; 128x64x32 produced 2.1 MB of
+#: SPIR-V in 24 s before the driver's build (and with k loops per strip crashes LLVM's NewGVN)
+MAX_ACC_VALUES = 256
 
 F32, F16, I1, I8, I16, I32, I64 = bi.F32, bi.F16, ir.IntType(1), bi.I8, bi.I16, bi.I32, bi.I64
 
@@ -594,12 +602,13 @@ class GenericLowering(LoweringBase):
             self._bases[key] = base
         s0, s1 = tile.arr.strides
         order = tile.arr.type.order
+        rv = r if isinstance(r, ir.Value) else I64(r)
         if order == (1, 0):
-            off = col if r == 0 else b.add(b.mul(I64(r), s0), col)
+            off = col if isinstance(r, int) and r == 0 else b.add(b.mul(rv, s0), col)
         elif order == (0, 1):
-            off = b.add(I64(r), b.mul(col, s1)) if not (isinstance(col, ir.Constant) and col.constant == 0) else I64(r)
+            off = b.add(rv, b.mul(col, s1)) if not (isinstance(col, ir.Constant) and col.constant == 0) else rv
         else:
-            off = b.add(b.mul(I64(r), s0), b.mul(col, s1))
+            off = b.add(b.mul(rv, s0), b.mul(col, s1))
         return b.gep(base, [off], source_etype=mt)
 
     def _rows_per_strip(self, G: int) -> int:
@@ -622,7 +631,7 @@ class GenericLowering(LoweringBase):
             lt = A if which == "A" else B
             tile, et = lt.tile, lt.dtype
             mt = mem_type(et)
-            r, col = (i, I64(k)) if which == "A" else (k, None)
+            r, col = (i, k if isinstance(k, ir.Value) else I64(k)) if which == "A" else (k, None)
             if which == "B":
                 C = lt.shape[1]
                 if fast and self._block_io_ok(tile) is None:
@@ -865,6 +874,12 @@ class GenericLowering(LoweringBase):
         rt = op.result.type.dtype
         b = self.b
         G = self.col_groups(N)
+        if M * G > MAX_ACC_VALUES:
+            raise CompilerError(
+                f"a {M}x{N} accumulator per subgroup is {M * G} lane values; the generic target "
+                f"(CPU device) takes at most {MAX_ACC_VALUES} (e.g. 64x64): larger ones compile to megabytes "
+                f"of code that the OpenCL CPU driver builds for minutes (or that crash LLVM). Use smaller "
+                f"tiles or more subgroups (num_subgroups)", op)
         if len(op.operands) == 3:
             acc = [list(row) for row in self.env[id(op.operands[2])].regs]
         else:
@@ -887,13 +902,58 @@ class GenericLowering(LoweringBase):
             rb = self._rows_per_strip(G) if (lazy and fast) else M
             if lazy and fast:
                 self.count(f"GEMM register strips of {rb} rows (in-bounds path)", -(-M // rb))
+            # tiles whose unrolled k steps exceed MAX_UNROLLED_FMAS loop over k within each strip:
+            # the CPU driver's build time grows faster than the unrolled code (fp32 32x32x32:
+            # 67 s unrolled)
+            k_loop = lazy and fast and isinstance(A, LazyTile) and isinstance(B, LazyTile) \
+                and M * K * G > MAX_UNROLLED_FMAS
             for m0 in range(0, M, rb):
                 rows = range(m0, min(M, m0 + rb))
                 # strips after the first re-read B at an address the compilers cannot prove equal
                 # (+ strip * opaque zero): else they merge the loads and keep all of B live
                 bump = b.mul(I64(m0 // rb), self._opaque_zero()) if m0 else None
-                strip(acc, fast, rows, bump)
+                if k_loop:
+                    strip_loop(acc, rows, bump)
+                else:
+                    strip(acc, fast, rows, bump)
+            if k_loop:
+                self.count("GEMM in-bounds path: k loop per strip", -(-M // rb))
             return acc
+
+        def strip_loop(acc, rows, bump=None):
+            """``strip`` on the in-bounds version as a loop over k (one column of A and row of B
+            per step, the strip's accumulators as loop-carried values)."""
+            pre = b.block
+            loop = b.append_basic_block("mma_strip")
+            done = b.append_basic_block("mma_strip_done")
+            b.branch(loop)
+            b.position_at_end(loop)
+            kk = b.phi(I64, name="k")
+            kk.add_incoming(I64(0), pre)
+            phis = {}
+            for m in rows:
+                phis[m] = []
+                for j in range(G):
+                    p = b.phi(acc[m][j].type)
+                    p.add_incoming(acc[m][j], pre)
+                    phis[m].append(p)
+            a_k, b_k = self._slice_vals(A, B, kk, rows, G, True, bump)
+            Bp_k = [prep(x, B.dtype) for x in b_k]
+            new = {}
+            for m in rows:
+                a = prep(a_k[m], a_ty)
+                new[m] = [b.add(phis[m][j], b.mul(a, Bp_k[j])) if isint else self.fma(a, Bp_k[j], phis[m][j])
+                          for j in range(G)]
+            nxt = b.add(kk, I64(1))
+            latch = b.block
+            kk.add_incoming(nxt, latch)
+            for m in rows:
+                for p, v in zip(phis[m], new[m]):
+                    p.add_incoming(v, latch)
+            b.cbranch(b.icmp_signed("<", nxt, I64(K)), loop, done)
+            b.position_at_end(done)
+            for m in rows:
+                acc[m] = new[m]
 
         def strip(acc, fast, rows, bump=None):
             for k in range(K):
@@ -926,10 +986,19 @@ class GenericLowering(LoweringBase):
             self.count("fused k-slice loads", K)
             conds = [x.inb for x in (A, B) if isinstance(x, LazyTile)]
             cond = conds[0] if len(conds) == 1 else b.and_(conds[0], conds[1])
+            # B rows that are per-lane gathers (column-major or unaligned B, narrow types without
+            # block reads): unrolled over k they made the CPU driver's build superlinear (fp16
+            # column-major B 16x32x32: 48 s, 32x32x32: minutes), so the in-bounds version is a
+            # k loop too, with plain loads
+            loop_fast = (LOOP_BOUNDARY_MMA and isinstance(A, LazyTile) and isinstance(B, LazyTile)
+                         and self._block_io_ok(B.tile) is not None and not self._block_read_narrow_ok(B.tile))
             with b.if_else(cond, likely=True) as (then, otherwise):
                 with then:
                     self._bases = {}
-                    fast = steps(acc, True)
+                    if loop_fast:
+                        fast = self._mma_boundary_loop(A, B, acc, M, K, G, prep, isint, masked=False)
+                    else:
+                        fast = steps(acc, True)
                     self._bases = {}
                     bf = b.block
                 with otherwise:
@@ -963,9 +1032,10 @@ class GenericLowering(LoweringBase):
             self._bases["zero"] = z
         return z
 
-    def _mma_boundary_loop(self, A, B, acc, M, K, G, prep, isint: bool = False):
+    def _mma_boundary_loop(self, A, B, acc, M, K, G, prep, isint: bool = False, masked: bool = True):
         """acc += A @ B for fused loads of a tile not fully in bounds: a loop over k (one masked
-        column of A and row of B per step); returns the accumulators after the loop."""
+        column of A and row of B per step); returns the accumulators after the loop.
+        ``masked=False``: the tiles are known in bounds (plain loads)."""
         b = self.b
         pre = b.block
         loop = b.append_basic_block("mma_edge")
@@ -983,10 +1053,10 @@ class GenericLowering(LoweringBase):
                 prow.append(p)
             phis.append(prow)
         C = B.shape[1]
-        bk = [prep(self._masked_load(B, kk, self.col_index(C, g)), B.dtype) for g in range(G)]
+        bk = [prep(self._masked_load(B, kk, self.col_index(C, g), masked), B.dtype) for g in range(G)]
         new = []
         for m in range(M):
-            a = prep(self._masked_load(A, I64(m), kk), A.dtype)
+            a = prep(self._masked_load(A, I64(m), kk, masked), A.dtype)
             new.append([b.add(phis[m][g], b.mul(a, bk[g])) if isint else self.fma(a, bk[g], phis[m][g])
                         for g in range(G)])
         nxt = b.add(kk, I64(1))
@@ -997,11 +1067,12 @@ class GenericLowering(LoweringBase):
                 p.add_incoming(v, latch)
         b.cbranch(b.icmp_signed("<", nxt, I64(K)), loop, done)
         b.position_at_end(done)
-        self.count("GEMM boundary path: k loop (masked loads)")
+        self.count("GEMM boundary path: k loop (masked loads)" if masked else "GEMM in-bounds path: k loop (gathered B rows)")
         return new
 
-    def _masked_load(self, lt: "LazyTile", r: ir.Value, col: ir.Value) -> ir.Value:
-        """Element (r, col) of a lazy tile (tile-relative, i64), padding when out of bounds."""
+    def _masked_load(self, lt: "LazyTile", r: ir.Value, col: ir.Value, masked: bool = True) -> ir.Value:
+        """Element (r, col) of a lazy tile (tile-relative, i64), padding when out of bounds
+        (``masked=False``: known in bounds, a plain load)."""
         b = self.b
         tile, et = lt.tile, lt.dtype
         mt = mem_type(et)
@@ -1009,6 +1080,10 @@ class GenericLowering(LoweringBase):
         s0, s1 = tile.arr.strides
         row = b.add(tile.r0, r)
         cc = b.add(tile.c0, col)
+        if not masked:
+            idx = b.add(b.mul(row, s0), b.mul(cc, s1))
+            self.count("load (in-bounds k loop)")
+            return self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
         ok = b.and_(self._in_range(row, H),
                     b.and_(b.icmp_signed(">=", cc, I64(0)), b.icmp_signed("<", cc, W)))
         idx = b.select(ok, b.add(b.mul(row, s0), b.mul(cc, s1)), I64(0))

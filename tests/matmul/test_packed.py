@@ -1,0 +1,60 @@
+"""Large fp32 GEMMs on targets without 2D block IO take the packed, K-blocked kernel
+(``pack_b_kernel`` + ``gemm_packed_kernel``): results against float64 references, outputs
+poisoned; the size threshold is lowered so that small shapes exercise every edge."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import xejit
+from tests.matmul.backend import requires_device
+from tests.matmul.helpers import check, poisoned, rand, reference
+
+xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
+
+
+@pytest.fixture
+def packed_calls(monkeypatch):
+    seen = []
+    real = xm._packed
+    monkeypatch.setattr(xm, "_packed", lambda a, b, c: seen.append((a.shape, b.shape)) or real(a, b, c))
+    monkeypatch.setattr(xm, "_PACKED_MIN_WORK", 64 ** 3)
+    return seen
+
+
+def _t(x):
+    return x.mT if hasattr(x, "mT") and not isinstance(x, np.ndarray) else np.swapaxes(x, -1, -2)
+
+
+@requires_device
+@pytest.mark.parametrize("M,N,K,a_t,b_t,lib", [
+    (200, 300, 530, False, False, "numpy"),   # M not a multiple of MC or 6, N of NC, K of KC
+    (97, 270, 260, True, True, "numpy"),      # column-major a and b
+    (130, 100, 300, False, True, "torch"),
+])
+def test_large_fp32_gemm_takes_the_packed_kernel(M, N, K, a_t, b_t, lib, packed_calls):
+    from xejit.autotuner import current_target
+    from xejit.codegen.targets import get_target
+    rng = np.random.default_rng(M * N + K)
+    a = _t(rand(rng, (K, M), "float32", lib)) if a_t else rand(rng, (M, K), "float32", lib)
+    b = _t(rand(rng, (N, K), "float32", lib)) if b_t else rand(rng, (K, N), "float32", lib)
+    out = poisoned((M, N), "float32", lib)
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), "float32")
+    expected = [] if get_target(current_target()).has_block_io else [((M, K), (K, N))]
+    assert [(tuple(x), tuple(y)) for x, y in packed_calls] == expected
+    check(xejit.matmul(a, b), reference(a, b), "float32")   # the scratch buffer reused
+
+
+@requires_device
+def test_packed_path_skips_epilogues_and_other_dtypes(packed_calls):
+    """bias / activation and fp16 keep the tuned GEMM (the packed kernel sums into an fp32 c)."""
+    rng = np.random.default_rng(5)
+    a, b = rand(rng, (70, 80), "float32"), rand(rng, (80, 90), "float32")
+    bias = rand(rng, (90,), "float32")
+    check(xejit.matmul(a, b, bias=bias, activation="relu"), reference(a, b, bias, "relu"), "float32")
+    a16, b16 = a.astype(np.float16), b.astype(np.float16)
+    check(xejit.matmul(a16, b16), reference(a16, b16), "float16")
+    assert packed_calls == []

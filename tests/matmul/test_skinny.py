@@ -1,0 +1,76 @@
+"""Skinny GEMMs (M <= 8, decode GEMV) on the CPU device take ``gemv_kernel`` (K split into
+slices, partial sums added on the host): results against float64 references, outputs poisoned."""
+from __future__ import annotations
+
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+import xejit
+from tests.matmul.backend import heavy_on_device, requires_device
+from tests.matmul.helpers import check, poisoned, rand, reference
+
+N, K = 300, 333      # K*N above the skinny threshold; not multiples of BN, BK or the K slice
+
+xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
+
+
+@pytest.fixture
+def gemv_calls(monkeypatch):
+    """The (M, N, K) of every call that took the skinny kernel."""
+    seen = []
+    real = xm._gemv
+
+    def spy(a, b, *rest):
+        seen.append((a.shape[0], b.shape[1], a.shape[1]))
+        return real(a, b, *rest)
+    monkeypatch.setattr(xm, "_gemv", spy)
+    return seen
+
+
+def _result_dtype(dtype):
+    return "int32" if dtype == "int8" else dtype
+
+
+CASES = [heavy_on_device(m, d, lib, act, core=(m, d) in {(1, "float32"), (8, "float32"), (3, "int8")})
+         for m, d, lib, act in [(1, "float32", "numpy", None), (8, "float32", "numpy", "gelu_tanh"),
+                                (3, "int8", "numpy", "relu"), (2, "float16", "numpy", "relu"),
+                                (5, "bfloat16", "torch", None), (1, "float32", "torch", "gelu_tanh")]]
+
+
+@requires_device
+@pytest.mark.parametrize("m,dtype,lib,activation", CASES)
+def test_skinny_gemm_takes_the_gemv_kernel(m, dtype, lib, activation, gemv_calls):
+    rng = np.random.default_rng(zlib.crc32(repr((m, dtype, lib, activation)).encode()))
+    a, b = rand(rng, (m, K), dtype, lib), rand(rng, (K, N), dtype, lib)
+    rdt = _result_dtype(dtype)
+    bias = (rng.integers(-1000, 1000, N).astype(np.int32) if dtype == "int8" else rand(rng, (N,), dtype, lib))
+    out = poisoned((m, N), rdt, lib)
+    xejit.matmul(a, b, bias=bias, activation=activation, out=out)
+    assert gemv_calls == [(m, N, K)]
+    check(out, reference(a, b, bias, activation), rdt)
+
+
+@requires_device
+def test_vector_times_matrix_and_column_major_b(gemv_calls):
+    """A 1-D ``a`` is a 1-row GEMM (skinny kernel); a column-major ``b`` keeps the tuned GEMM."""
+    rng = np.random.default_rng(21)
+    a, b = rand(rng, (K,), "float32"), rand(rng, (K, N), "float32")
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    assert gemv_calls == [(1, N, K)]
+    bt = np.ascontiguousarray(b.T).T     # column-major
+    check(xejit.matmul(a[None], bt), reference(a[None], bt), "float32")
+    assert len(gemv_calls) == 1
+
+
+@requires_device
+def test_repeated_skinny_calls_stay_correct(gemv_calls):
+    """The partial-sum scratch buffer is reused: a second call with new values is not stale."""
+    rng = np.random.default_rng(22)
+    b = rand(rng, (K, N), "float32")
+    for _ in range(2):
+        a = rand(rng, (4, K), "float32")
+        check(xejit.matmul(a, b), reference(a, b), "float32")
+    assert len(gemv_calls) == 2
