@@ -81,7 +81,10 @@ def _emit(llvm, ext: str, ir_text: str) -> bytes:
     # spirv-val rejects. Modules for the CPU device keep LSR: without it the CPU runtime crashed
     # on an emulated dg2 int8 GEMM with M = 1 (tests/xegpu/test_gemm_device.py, slow set).
     # (The option is global, but each module is emitted in its own forked child.)
-    if "SPV_INTEL_2d_block_io" in ext:
+    # dg2's modules (DPAS, no 2D block IO) too: LSR turned the block reads' row addresses into
+    # pointer phis, which IGC cannot promote to 32-bit stateful offsets (64-bit address
+    # arithmetic, ~6 instructions, per read; benchmarks/bench_device_code.py).
+    if "SPV_INTEL_2d_block_io" in ext or "SPV_INTEL_subgroup_matrix_multiply_accumulate" in ext:
         llvm.set_option("", "--disable-lsr")
     tm = llvm.Target.from_triple(TRIPLE).create_target_machine(opt=2)
     mod = llvm.parse_assembly(ir_text)

@@ -940,38 +940,16 @@ class XeGPULowering(BlockReads, LoweringBase):
                 b.store(b.bitcast(b.select(inb, v, pad), unit), slot)
 
     def load_by_block_reads(self, op: Operation, td: TD, t, rtypes, mode: str, pad) -> None:
-        """No 2D block IO (dg2): subgroup block reads of whole rows into registers where the block
-        is in bounds and 4-byte aligned (decided by the k-loop's version, else tested here), the
-        same words gathered per element otherwise (codegen/block_reads.py)."""
-        b = self.b
-        w = t.shape[1]
-
-        def gathered() -> list:
-            return [self.gather_words(td, rt, td.row, b.add(td.col, I64(a * w)), mode, pad)
-                    for a, rt in enumerate(rtypes)]
+        """No 2D block IO (dg2): subgroup block reads of whole rows into registers -- unchecked in
+        the fast version of a k-loop versioned on them, else behind a bounds test per row with
+        the row gathered per element when it leaves the view (codegen/block_reads.py)."""
         kind = self.block_read_kind(t, mode)
-        if td.reads_in_bounds is True:
+        if td.reads_in_bounds:
             vals = self.block_read_words(td, t, rtypes, mode)
             self.instructions[f"subgroup block read ({kind})"] += 1
-        elif td.reads_in_bounds is False:
-            vals = gathered()
-            self.instructions["load (per-lane, in code)"] += 1
-        else:
-            with b.if_else(self.block_read_ok(td, t, len(rtypes))) as (then, otherwise):
-                with then:
-                    fast, fast_bb = self.block_read_words(td, t, rtypes, mode), b.block
-                with otherwise:
-                    cold, cold_bb = gathered(), b.block
-            vals = []
-            for x, y in zip(fast, cold):
-                ws = []
-                for u, v in zip(x.words, y.words):
-                    phi = b.phi(I32)
-                    phi.add_incoming(u, fast_bb)
-                    phi.add_incoming(v, cold_bb)
-                    ws.append(phi)
-                vals.append(Words(ws, x.type))
-            self.instructions[f"subgroup block read ({kind}) guarded by a bounds check"] += 1
+        else:   # cold k-loop version, or no versioned loop: a bounds test per row
+            vals = self.block_read_words(td, t, rtypes, mode, pad)
+            self.instructions[f"subgroup block read ({kind}) per row, bounds-checked"] += 1
         for r, x in zip(op.results, vals):
             self.env[id(r)] = self.words_value(x)
 
