@@ -706,14 +706,17 @@ class XeGPULowering(BlockReads, LoweringBase):
         b.branch(head)
         b.position_at_end(done)
 
-    def each_element(self, n: int):
+    def each_element(self, n: int, stores: bool = False):
         """This lane's ``n`` elements, as i64 indices: unrolled with constant indices up to
         ``_UNROLL_ELEMENTS`` (the buffers they fill then stay in registers -- a loop index into
         a private array puts it in private memory, 512-4096 B a thread in GEMMs), an LLVM loop
         beyond (keeps code small for huge blocks)."""
-        # dg2's block-read path keeps the loop: unrolled, LLVM turns its i8 buffers into
-        # <32 x i8> phis that the SPIR-V backend cannot legalize (dg2 has its own issue).
-        if n <= _UNROLL_ELEMENTS and self.target.block_io is not None:
+        # dg2's gathers into buffers keep the loop: unrolled, LLVM turns its i8 buffers into
+        # <32 x i8> phis that the SPIR-V backend cannot legalize (its block loads gather into
+        # registers instead: codegen/block_reads.py). Its stores unroll: the loop's run-time
+        # index into the stored vector was private memory, and the CPU device stored wrong
+        # values with it in workgroups of 8 and more subgroups (tests/codegen/xegpu/test_dg2_block_reads.py).
+        if n <= _UNROLL_ELEMENTS and (stores or self.target.block_io is not None):
             for i in range(n):
                 yield I64(i)
         else:
@@ -771,7 +774,7 @@ class XeGPULowering(BlockReads, LoweringBase):
         b = self.b
         ety = reg_type(val_t.dtype)
         h, w = val_t.shape
-        for e in self.each_element(per_lane_count(val_t.shape, self.sg)):
+        for e in self.each_element(per_lane_count(val_t.shape, self.sg), stores=True):
             r, c = self.coords_dyn((h, w), e)
             ptr, ok = self.elem_ptr(td, b.add(r0, r), b.add(c0, c), ety)
             if w <= self.sg and h % (self.sg // w):   # lanes past the last row hold nothing
