@@ -69,6 +69,7 @@ from . import builtins as bi
 from . import emulation as emu
 from .abi import kernel_abi
 from .block_reads import BlockReads, Words
+from .transposed_dpas import TLoad, TransposedDpas, TSlice
 from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
                             int_to_bool, safe_int_division)
 from .passes import blocking, lane_distribution
@@ -186,7 +187,7 @@ def _i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 # ----------------------------------------------------------------------------------------------
 
 
-class XeGPULowering(BlockReads, LoweringBase):
+class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
     """XeGPU IR (after lane distribution) -> one SPIR-V kernel in an llvmlite module."""
 
     def __init__(self, fn: Function, target: Target, emulate: bool, num_subgroups: int = 1,
@@ -543,7 +544,9 @@ class XeGPULowering(BlockReads, LoweringBase):
             ept = w // self.sg
             start, cnt = o * ept, s * ept
         src = self.env[id(op.operands[0])]
-        if isinstance(src, Words):
+        if isinstance(src, TLoad):
+            self.env[id(op.result)] = TSlice(src, o // 8)
+        elif isinstance(src, Words):
             self.env[id(op.result)] = self.words_slice(src, start, cnt, op.result.type)
         elif isinstance(src, Lazy):
             self.env[id(op.result)] = self.from_buffer(src.buf, src.unit, src.off + start, op.result.type)
@@ -947,6 +950,12 @@ class XeGPULowering(BlockReads, LoweringBase):
         the fast version of a k-loop versioned on them, else behind a bounds test per row with
         the row gathered per element when it leaves the view (codegen/block_reads.py)."""
         kind = self.block_read_kind(t, mode)
+        role = self.tplan.loads.get(id(op)) if self.tplan is not None and td.reads_in_bounds else None
+        if role is not None:     # C^T = B^T A^T: per-lane row loads when a DPAS asks (transposed_dpas.py)
+            cache: dict = {}
+            for a, r in enumerate(op.results):
+                self.env[id(r)] = TLoad(role, td, a, t.shape[1], len(rtypes), cache)
+            return
         if td.reads_in_bounds:
             vals = self.block_read_words(td, t, rtypes, mode)
             self.instructions[f"subgroup block read ({kind})"] += 1
@@ -1387,6 +1396,14 @@ class XeGPULowering(BlockReads, LoweringBase):
         f = emu.declare_dpas(self.module, self.target, ty, ty, acc, m, emulate=self.emulate)
         at, bt, ct = f.function_type.args
         b = self.b
+        ta = self.transposed_slice(self.env[id(op.operands[0])])
+        if ta is not None:       # C^T += B^T A^T: B^T is the DPAS A operand (transposed_dpas.py)
+            tb = self.transposed_slice(self.env[id(op.operands[1])])
+            r = bi.call(b, f, [b.bitcast(self.b_transposed(tb), at), b.bitcast(self.a_transposed(ta), bt),
+                               b.bitcast(self.env[id(op.operands[2])], ct)])
+            self.env[id(op.result)] = b.bitcast(r, self.vec_ty(op.result.type))
+            self.instructions["dpas (transposed: C^T += B^T A^T)"] += 1
+            return
         a, bb = (b.load(b.gep(x.buf, [I32(x.off)]), typ=ty) if isinstance(x, Lazy) else
                  b.bitcast(self.words_vector(x.words), ty) if isinstance(x, Words) else b.bitcast(x, ty)
                  for x, ty in ((self.env[id(op.operands[0])], at), (self.env[id(op.operands[1])], bt)))
@@ -1498,10 +1515,20 @@ class XeGPULowering(BlockReads, LoweringBase):
             ok = c if ok is None else b.and_(ok, c)
         versions = []
         with b.if_else(ok) as (then, otherwise):
+            plan = self.transposed_plan(op, reads)
             for ctx, fast in ((then, True), (otherwise, False)):
                 with ctx:
                     counted = Counter(self.instructions)
-                    versions.append((self._lower_for(op, {i: fast for i in reads}), b.block))
+                    if fast and plan:
+                        res = self._lower_for_transposed(op, reads, plan)
+                    else:
+                        res = self._lower_for(op, {i: fast for i in reads})
+                        # the cold version's accumulators to C^T too: transposed back once after
+                        # the versions meet (transposes on the fast version's way out made IGC
+                        # spill 864 B, fp16 16x16 tiles)
+                        for p in plan.acc_positions if plan else ():
+                            res[p] = self.transpose8(res[p])
+                    versions.append((res, b.block))
                     if not fast:     # the report counts the block-read version's instructions
                         self.instructions = counted
         self.instructions["k-loop versioned on block reads in bounds"] += 1
@@ -1515,6 +1542,24 @@ class XeGPULowering(BlockReads, LoweringBase):
                 phi.add_incoming(vb, bb_)
                 merged.append(phi)
             results.append(self._rebuild(like_a, merged))
+        for p in plan.acc_positions if plan else ():
+            results[p] = self.transpose8(results[p])
+        return results
+
+    def _lower_for_transposed(self, op: Operation, reads: dict, plan) -> list:
+        """The fast version computing C^T = B^T A^T (transposed_dpas.py): the accumulators are
+        transposed on the way in (and left as C^T: ``_versioned_on_block_reads`` turns them back)."""
+        inits = [op.operands[3 + p] for p in plan.acc_positions]
+        saved = {id(v): self.env[id(v)] for v in inits}
+        for v in inits:
+            self.env[id(v)] = self.transpose8(saved[id(v)])
+        self.tplan = plan
+        try:
+            results = self._lower_for(op, {i: True for i in reads})
+        finally:
+            self.tplan = None
+            self.env.update(saved)
+        self.instructions["k-loop computing C^T = B^T A^T (per-lane row loads)"] += 1
         return results
 
     def _lower_for(self, op: Operation, reads_in_bounds: Optional[dict] = None) -> list:

@@ -1,0 +1,198 @@
+"""dg2's fast k-loop computes C^T = B^T A^T: operands from per-lane row loads, not row block reads.
+
+Without 2D block IO every row of A and B was one subgroup block read (and one address) per k-step.
+In the transposed product the DPAS B operand is A^T -- lane l holds row l of an 8-row A block,
+32 contiguous bytes: one per-lane vector load (a single gather message) per DPAS operand -- and the
+DPAS A operand is B^T -- lane l holds rows v*l .. v*l+v-1 of a K-block of B (v = 32 / element
+bits), VNNI-packed on registers from v per-lane row loads. The accumulators hold C^T (lane = row
+of C): they are transposed (8x8, subgroup shuffles) where the loop is entered and left.
+
+It applies to a k-loop (in its version where every block read is in bounds: ``block_reads``)
+whose DPAS all take A and B blocks loaded in the loop from the versioned descriptors and C from
+the loop's accumulators or one another, with M = N = the subgroup size (8), and whose loads,
+slices and accumulators feed nothing else (:meth:`TransposedDpas.transposed_plan`).
+
+:class:`TransposedDpas` is a mixin of ``lower_xegpu.XeGPULowering``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from llvmlite import ir
+
+from ..ir.core import Operation
+from . import builtins as bi
+
+I32, I64 = bi.I32, bi.I64
+
+
+@dataclass
+class TLoad:
+    """A load feeding transposed DPAS: ``role`` "A" (rows of A) or "B" (VNNI rows of B), array
+    block ``a`` of the descriptor ``td``; operands are made (once) when a DPAS asks, in ``cache``
+    (shared by the array blocks of one load: B^T's row loads cover all of them)."""
+    role: str
+    td: object
+    a: int
+    w: int
+    count: int
+    cache: dict = field(default_factory=dict)
+
+
+@dataclass
+class TSlice:
+    load: TLoad
+    group: int     # A: 8-row group; B: K-block
+
+
+@dataclass
+class TPlan:
+    acc_positions: list      # iter_arg positions of the accumulators
+    loads: dict              # id(load op) -> "A" / "B"
+
+
+class TransposedDpas:
+    """C^T = B^T A^T in dg2's fast k-loop (a mixin of the XeGPU lowering; module docstring)."""
+
+    tplan: Optional[TPlan] = None
+
+    def transposed_plan(self, op: Operation, reads: dict) -> Optional[TPlan]:
+        """The plan when the loop's body is a DPAS chain the transposed product can take."""
+        body = op.regions[0].block
+        args = body.args[1:]
+        covered = {id(args[i]) for i in reads}
+        dpas = [o for o in body.ops if o.name == "xegpu.dpas"]
+        if not dpas or self.sg != 8 or self.target.dpas.n != 8:
+            return None
+        loads, accs, chain = {}, set(), {id(o.result) for o in dpas}
+
+        def source(v, want: str):
+            o = getattr(v, "op", None)
+            if o is not None and o.name == "vector.extract_strided_slice":
+                if any(u.name != "xegpu.dpas" for u, _ in o.result.uses) or o.attributes["offsets"][0] % 8:
+                    return None
+                o = getattr(o.operands[0], "op", None)
+            if o is None or o.name != "xegpu.load_nd" or id(o.operands[0]) not in covered:
+                return None
+            kind = self.block_read_kind(o.operands[0].type, "packed" if want == "B" else "plain")
+            if kind != ("vnni" if want == "B" else "rows32"):
+                return None
+            if o.attributes.get("transpose") is not None or bool(o.attributes.get("packed")) != (want == "B"):
+                return None
+            if o.attributes.get("padding", 0) != 0:
+                return None
+            if any(u.name not in ("vector.extract_strided_slice", "xegpu.dpas") for r in o.results for u, _ in r.uses):
+                return None
+            return o
+        for d in dpas:
+            if len(d.operands) != 3 or d.attributes.get("software"):
+                return None
+            va, vb, vc = d.operands
+            if tuple(va.type.shape)[0] != 8 or tuple(d.result.type.shape) != (8, 8):
+                return None
+            la, lb = source(va, "A"), source(vb, "B")
+            if la is None or lb is None:
+                return None
+            t = la.operands[0].type
+            if t.shape[1] * t.dtype.bitwidth != 256:      # one DPAS K-block per array block
+                return None
+            loads[id(la)], loads[id(lb)] = "A", "B"
+            if getattr(vc, "block", None) is body:
+                accs.add(args.index(vc))
+            elif id(vc) not in chain:
+                return None
+            if any(u.name not in ("xegpu.dpas", "scf.yield") or (u.name == "xegpu.dpas" and i != 2)
+                   for u, i in d.result.uses):
+                return None
+        for p in accs:
+            if any(u.name != "xegpu.dpas" or i != 2 for u, i in args[p].uses):
+                return None
+            if not isinstance(self.env[id(op.operands[3 + p])], ir.Value):
+                return None
+        return TPlan(sorted(accs), loads)
+
+    # -- pieces -----------------------------------------------------------------------------------
+
+    def transpose8(self, v: ir.Value) -> ir.Value:
+        """An 8x8 block with lane = column, element = row turned to lane = row, element = column
+        (its own inverse): element e of lane l becomes element l of lane e, by broadcasts from
+        lane e and a select of the lane's own. (Three butterfly stages with shuffles by l ^ d
+        made IGC spill twice as much.)"""
+        if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
+            return v       # a splat is its own transpose
+        b = self.b
+        kind = "f32" if v.type.element == bi.F32 else "i32"
+        elems = [b.extract_element(v, I32(k)) for k in range(8)]
+        out = ir.Constant(v.type, ir.Undefined)
+        for e in range(8):
+            pick = None
+            for k in range(8):                 # element k of lane e, kept on lane k
+                x = bi.shuffle(b, elems[k], I32(e), kind)
+                pick = x if pick is None else b.select(b.icmp_unsigned("==", self.lane, I32(k)), x, pick)
+            out = b.insert_element(out, pick, I32(e))
+        return out
+
+    def _lane_row_ptr(self, td, row_extra: ir.Value, col_extra: int, eb: int) -> ir.Value:
+        b = self.b
+        row = b.add(td.row, row_extra)
+        off = b.add(b.mul(row, td.s0), b.add(td.col, I64(col_extra)))
+        return b.gep(td.arr.ptr, [off], inbounds=True, source_etype=ir.IntType(8 * eb))
+
+    def _load_vec(self, ptr: ir.Value, el: ir.Type, n: int) -> ir.Value:
+        vt = ir.VectorType(el, n)
+        ld = self.b.load(self.b.bitcast(ptr, ir.PointerType(vt, addrspace=1)), typ=vt)
+        ld.align = 4
+        return ld
+
+    def a_transposed(self, s: TSlice) -> ir.Value:
+        """A^T as the DPAS B operand: lane l's row 8g + l of array block a, 32 bytes = 8 words."""
+        ld = s.load
+        key = ("A", ld.a, s.group)
+        if key not in ld.cache:
+            lane = self.b.zext(self.lane, I64)
+            eb = ld.td.type.dtype.bitwidth // 8
+            p = self._lane_row_ptr(ld.td, self.b.add(lane, I64(8 * s.group)), ld.a * ld.w, eb)
+            ld.cache[key] = self._load_vec(p, I32, 8)
+            self.instructions["per-lane row load (A^T, DPAS B operand)"] += 1
+        return ld.cache[key]
+
+    def b_transposed(self, s: TSlice) -> ir.Value:
+        """B^T as the DPAS A operand: lane l, word r packs rows v*l .. v*l+v-1 of K-block kb at
+        column 8a + r (lower row in lower bits), from v per-lane row loads of all array blocks."""
+        ld = s.load
+        b = self.b
+        bits = ld.td.type.dtype.bitwidth
+        v, eb = 32 // bits, bits // 8
+        key = ("rows", s.group)
+        if key not in ld.cache:
+            lane = b.zext(self.lane, I64)
+            rows = []
+            for t in range(v):
+                r = b.add(b.mul(lane, I64(v)), I64(s.group * 8 * v + t))
+                p = self._lane_row_ptr(ld.td, r, 0, eb)
+                rows.append(self._load_vec(p, ir.IntType(bits), 8 * ld.count))
+                self.instructions["per-lane row load (B^T, DPAS A operand)"] += 1
+            ld.cache[key] = rows
+        rows = ld.cache[key]
+
+        def interleave(x: ir.Value, y: ir.Value, lo: int, k: int) -> ir.Value:
+            """[x[lo], y[lo], x[lo+1], y[lo+1], ...] of k elements from each."""
+            xn = x.type.count
+            mask = [i for j in range(k) for i in (lo + j, xn + lo + j)]
+            return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, len(mask)), mask))
+        # block a's 8 columns of each row first (a contiguous part: a register offset), then
+        # interleaved (IGC: one strided move per half register)
+        part = ir.Constant(ir.VectorType(I32, 8), [8 * ld.a + j for j in range(8)])
+        cols = [r if ld.count == 1 else b.shuffle_vector(r, r, part) for r in rows]
+        if v == 2:
+            words = interleave(cols[0], cols[1], 0, 8)                    # <16 x i16>
+        else:    # int8: rows (0, 1) and (2, 3) as byte pairs, then the pairs as 16-bit units
+            p01 = b.bitcast(interleave(cols[0], cols[1], 0, 8), ir.VectorType(bi.I16, 8))
+            p23 = b.bitcast(interleave(cols[2], cols[3], 0, 8), ir.VectorType(bi.I16, 8))
+            words = interleave(p01, p23, 0, 8)                            # <16 x i16>
+        return b.bitcast(words, ir.VectorType(I32, 8))
+
+    def transposed_slice(self, x) -> Optional[TSlice]:
+        """The operand as a :class:`TSlice` (a load used whole is its group 0), else None."""
+        return TSlice(x, 0) if isinstance(x, TLoad) else x if isinstance(x, TSlice) else None
