@@ -950,11 +950,11 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
         the fast version of a k-loop versioned on them, else behind a bounds test per row with
         the row gathered per element when it leaves the view (codegen/block_reads.py)."""
         kind = self.block_read_kind(t, mode)
-        role = self.tplan.loads.get(id(op)) if self.tplan is not None and td.reads_in_bounds else None
+        role = self.tplan.loads.get(id(op)) if self.tplan is not None and td.reads_in_bounds is not None else None
         if role is not None:     # C^T = B^T A^T: per-lane row loads when a DPAS asks (transposed_dpas.py)
             cache: dict = {}
             for a, r in enumerate(op.results):
-                self.env[id(r)] = TLoad(role, td, a, t.shape[1], len(rtypes), cache)
+                self.env[id(r)] = TLoad(role, td, a, t.shape[1], len(rtypes), cache, not td.reads_in_bounds)
             return
         if td.reads_in_bounds:
             vals = self.block_read_words(td, t, rtypes, mode)
@@ -1519,15 +1519,11 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             for ctx, fast in ((then, True), (otherwise, False)):
                 with ctx:
                     counted = Counter(self.instructions)
-                    if fast and plan:
-                        res = self._lower_for_transposed(op, reads, plan)
-                    else:
-                        res = self._lower_for(op, {i: fast for i in reads})
-                        # the cold version's accumulators to C^T too: transposed back once after
-                        # the versions meet (transposes on the fast version's way out made IGC
-                        # spill 864 B, fp16 16x16 tiles)
-                        for p in plan.acc_positions if plan else ():
-                            res[p] = self.transpose8(res[p])
+                    # both versions leave the accumulators as C^T, transposed back once after
+                    # they meet (transposes on the fast version's way out made IGC spill 864 B,
+                    # fp16 16x16 tiles)
+                    res = self._lower_for_transposed(op, reads, plan, fast) if plan else \
+                        self._lower_for(op, {i: fast for i in reads})
                     versions.append((res, b.block))
                     if not fast:     # the report counts the block-read version's instructions
                         self.instructions = counted
@@ -1546,20 +1542,22 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             results[p] = self.transpose8(results[p])
         return results
 
-    def _lower_for_transposed(self, op: Operation, reads: dict, plan) -> list:
-        """The fast version computing C^T = B^T A^T (transposed_dpas.py): the accumulators are
-        transposed on the way in (and left as C^T: ``_versioned_on_block_reads`` turns them back)."""
+    def _lower_for_transposed(self, op: Operation, reads: dict, plan, in_bounds: bool) -> list:
+        """A version of the k-loop computing C^T = B^T A^T (transposed_dpas.py; ``in_bounds``: the
+        fast one, else bounds-checked loads): the accumulators are transposed on the way in and
+        left as C^T (``_versioned_on_block_reads`` turns them back where the versions meet)."""
         inits = [op.operands[3 + p] for p in plan.acc_positions]
         saved = {id(v): self.env[id(v)] for v in inits}
         for v in inits:
             self.env[id(v)] = self.transpose8(saved[id(v)])
         self.tplan = plan
         try:
-            results = self._lower_for(op, {i: True for i in reads})
+            results = self._lower_for(op, {i: in_bounds for i in reads})
         finally:
             self.tplan = None
             self.env.update(saved)
-        self.instructions["k-loop computing C^T = B^T A^T (per-lane row loads)"] += 1
+        if in_bounds:
+            self.instructions["k-loop computing C^T = B^T A^T (per-lane row loads)"] += 1
         return results
 
     def _lower_for(self, op: Operation, reads_in_bounds: Optional[dict] = None) -> list:

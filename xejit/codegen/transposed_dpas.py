@@ -38,6 +38,8 @@ class TLoad:
     w: int
     count: int
     cache: dict = field(default_factory=dict)
+    #: rows may leave the view (the cold k-loop version): bounds-checked loads
+    checked: bool = False
 
 
 @dataclass
@@ -133,11 +135,51 @@ class TransposedDpas:
             out = b.insert_element(out, pick, I32(e))
         return out
 
-    def _lane_row_ptr(self, td, row_extra: ir.Value, col_extra: int, eb: int) -> ir.Value:
+    def _lane_row_ptr(self, td, row: ir.Value, col: ir.Value, eb: int, inbounds: bool = True) -> ir.Value:
         b = self.b
-        row = b.add(td.row, row_extra)
-        off = b.add(b.mul(row, td.s0), b.add(td.col, I64(col_extra)))
-        return b.gep(td.arr.ptr, [off], inbounds=True, source_etype=ir.IntType(8 * eb))
+        off = b.add(b.mul(row, td.s0), col)
+        return b.gep(td.arr.ptr, [off], inbounds=inbounds, source_etype=ir.IntType(8 * eb))
+
+    def lane_row_words(self, ld: TLoad, lane_row: ir.Value, col_extra: int, nw: int) -> ir.Value:
+        """``<nw x i32>``: this lane's row ``row + lane_row`` of the descriptor from column
+        ``col + col_extra``, 4 * nw bytes. Checked loads (the cold version): a row outside the
+        view reads zeros (a clamped row, then a select), and when the columns leave the view or
+        the rows are not 4-byte aligned (uniform test) every element is read on its own."""
+        b, td = self.b, ld.td
+        eb = td.type.dtype.bitwidth // 8
+        row, col = b.add(td.row, lane_row), b.add(td.col, I64(col_extra))
+        if not ld.checked:
+            return self._load_vec(self._lane_row_ptr(td, row, col, eb), I32, nw)
+        n = 4 * nw // eb
+        row_ok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, td.H))
+        cols_ok = b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<=", b.add(col, I64(n)), td.W))
+        start = b.ptrtoint(self._lane_row_ptr(td, I64(0), col, eb, False), I64)
+        aligned = b.icmp_signed("==", b.and_(b.or_(start, b.mul(td.s0, I64(eb))), I64(3)), I64(0))
+        cols_ok = b.and_(b.and_(cols_ok, aligned), b.icmp_signed(">", td.H, I64(0)))
+        zero = ir.Constant(ir.VectorType(I32, nw), None)
+        with b.if_else(cols_ok) as (then, otherwise):
+            with then:
+                safe = b.select(row_ok, row, I64(0))
+                fast = b.select(row_ok, self._load_vec(self._lane_row_ptr(td, safe, col, eb), I32, nw), zero)
+                fast_bb = b.block
+            with otherwise:
+                ety, ity = ir.IntType(8 * eb), ir.IntType(8 * eb)
+                xs = []
+                for j in range(n):
+                    c = b.add(col, I64(j))
+                    ok = b.and_(row_ok, b.and_(b.icmp_signed(">=", c, I64(0)), b.icmp_signed("<", c, td.W)))
+                    off = b.select(ok, b.add(b.mul(row, td.s0), c), I64(0))
+                    x = b.load(b.gep(td.arr.ptr, [off], source_etype=ety), typ=ity)
+                    xs.append(b.select(ok, x, ir.Constant(ity, 0)))
+                per = 4 // eb
+                slow = zero
+                for i in range(nw):
+                    slow = b.insert_element(slow, self.pack_word(xs[i * per:(i + 1) * per]), I32(i))
+                slow_bb = b.block
+        phi = b.phi(zero.type)
+        phi.add_incoming(fast, fast_bb)
+        phi.add_incoming(slow, slow_bb)
+        return phi
 
     def _load_vec(self, ptr: ir.Value, el: ir.Type, n: int) -> ir.Value:
         vt = ir.VectorType(el, n)
@@ -151,9 +193,7 @@ class TransposedDpas:
         key = ("A", ld.a, s.group)
         if key not in ld.cache:
             lane = self.b.zext(self.lane, I64)
-            eb = ld.td.type.dtype.bitwidth // 8
-            p = self._lane_row_ptr(ld.td, self.b.add(lane, I64(8 * s.group)), ld.a * ld.w, eb)
-            ld.cache[key] = self._load_vec(p, I32, 8)
+            ld.cache[key] = self.lane_row_words(ld, self.b.add(lane, I64(8 * s.group)), ld.a * ld.w, 8)
             self.instructions["per-lane row load (A^T, DPAS B operand)"] += 1
         return ld.cache[key]
 
@@ -164,14 +204,16 @@ class TransposedDpas:
         b = self.b
         bits = ld.td.type.dtype.bitwidth
         v, eb = 32 // bits, bits // 8
-        key = ("rows", s.group)
+        per = min(ld.count, 2)      # array blocks per row load: at most 16 elements (a SPIR-V vector)
+        chunk, a_in = divmod(ld.a, per)
+        key = ("rows", s.group, chunk)
         if key not in ld.cache:
             lane = b.zext(self.lane, I64)
             rows = []
             for t in range(v):
                 r = b.add(b.mul(lane, I64(v)), I64(s.group * 8 * v + t))
-                p = self._lane_row_ptr(ld.td, r, 0, eb)
-                rows.append(self._load_vec(p, ir.IntType(bits), 8 * ld.count))
+                words = self.lane_row_words(ld, r, 8 * per * chunk, 8 * per * bits // 32)
+                rows.append(b.bitcast(words, ir.VectorType(ir.IntType(bits), 8 * per)))
                 self.instructions["per-lane row load (B^T, DPAS A operand)"] += 1
             ld.cache[key] = rows
         rows = ld.cache[key]
@@ -183,8 +225,8 @@ class TransposedDpas:
             return b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, len(mask)), mask))
         # block a's 8 columns of each row first (a contiguous part: a register offset), then
         # interleaved (IGC: one strided move per half register)
-        part = ir.Constant(ir.VectorType(I32, 8), [8 * ld.a + j for j in range(8)])
-        cols = [r if ld.count == 1 else b.shuffle_vector(r, r, part) for r in rows]
+        part = ir.Constant(ir.VectorType(I32, 8), [8 * a_in + j for j in range(8)])
+        cols = [r if per == 1 else b.shuffle_vector(r, r, part) for r in rows]
         if v == 2:
             words = interleave(cols[0], cols[1], 0, 8)                    # <16 x i16>
         else:    # int8: rows (0, 1) and (2, 3) as byte pairs, then the pairs as 16-bit units
