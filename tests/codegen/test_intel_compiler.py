@@ -207,31 +207,34 @@ def test_compile_without_a_target_compiles_what_a_launch_would(monkeypatch):
     assert matmul.compile(*_gemm_args(np.float32, 64, 64, 64, np.float32), BM=8, BN=16, BK=8).target.name == "generic"
 
 
-# dg2 (no 2D block IO): block reads of rows into registers, B packed on registers. Measured per
-# config with benchmarks/bench_device_code.py; the bounds sit a little above what it reports
-# (fp16 16x16 tiles 34.75 instructions per DPAS, 16x8 57.5; int8 95.5) so a regression fails.
-DG2_PER_DPAS = {"fp16": 60, "int8": 100}
+# dg2 (no 2D block IO): C^T = B^T A^T from per-lane row loads in the fast k-loop, block reads
+# elsewhere. Measured per config with benchmarks/bench_device_code.py (fp16 16x16 tiles 23.25
+# instructions per DPAS, 16x8 41.25; int8 16x16 46.75, 16x8 91.5); the bounds sit a little above,
+# so a regression fails: the best config the autotuner can keep, and every one it keeps.
+DG2_PER_DPAS = {"fp16": (25, 45), "int8": (50, 95)}
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "int8"])
-def test_dg2_library_gemm_configs_keep_registers_and_no_private_memory(dtype):
+def test_dg2_library_gemm_configs_the_autotuner_keeps(dtype):
     from xejit.autotuner import estimate_gemm
     from xejit.ir.core import i32
     el, acc, out, k = {"fp16": (F16, f32, F16, 16), "int8": (np.int8, i32, np.int32, 32)}[dtype]
     a, b, c, M, N, K = _gemm_args(el, acc=out)
-    chosen = 0
+    kept = []
     for cfg in configs_for("dg2"):
         kw = cfg.kwargs
         est = estimate_gemm("dg2", kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc)
         if est["problems"]:
             continue            # pruned by the resource model before the compiler is asked
-        chosen += 1
         ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", ACC=acc, **kw, num_subgroups=cfg.num_subgroups,
                                  num_stages=cfg.num_stages, grf_mode=cfg.grf_mode)
         bin_, where = ck.device_binary, f"dg2 {dtype} {cfg}"
-        assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, f"{where}: {bin_.summary()}"
         hot = bin_.hot_loop
         assert hot.dpas == _dpas_per_kstep("dg2", est, kw["BK"], k), where
-        assert hot.private_sends == 0 and hot.spill_sends == 0, where
-        assert hot.per_dpas <= DG2_PER_DPAS[dtype], f"{where}: {hot.per_dpas} instructions per DPAS"
-    assert chosen >= 4
+        assert hot.private_sends == 0 and hot.spill_sends <= 1, where
+        if bin_.spill_bytes or bin_.private_bytes:
+            continue            # the autotuner prunes it with the compiler's reason
+        kept.append(hot.per_dpas)
+        assert hot.per_dpas <= DG2_PER_DPAS[dtype][1], f"{where}: {hot.per_dpas} instructions per DPAS"
+    assert len(kept) >= 4, kept
+    assert min(kept) <= DG2_PER_DPAS[dtype][0], kept

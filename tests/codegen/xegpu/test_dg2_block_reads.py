@@ -1,8 +1,9 @@
-"""dg2's loads (no 2D block IO): subgroup block reads of rows into registers, a k-loop versioned on
-them (fast: block reads only; cold: a bounds test per row, out-of-view rows read per element),
-run on the CPU device under ``XEJIT_EMULATE=dg2`` against float64 numpy, with the library GEMM's
-dg2 configs: in-bounds tiles, boundary tiles (M, N and a K tail) and rows that are not 4-byte
-aligned (odd fp16 pitch: every row per element)."""
+"""dg2's loads (no 2D block IO) and its GEMM k-loop (versioned on its loads being in bounds; both
+versions compute C^T = B^T A^T from per-lane row loads, the cold one bounds-checked), run on the
+CPU device under ``XEJIT_EMULATE=dg2`` against float64 numpy, with the library GEMM's dg2 configs:
+in-bounds tiles, boundary tiles (M, N and a K tail) and rows that are not 4-byte aligned (odd fp16
+pitch: every row per element). Loads outside such loops (block reads with a bounds test per row)
+are covered by the softmax / epilogue tests of this directory."""
 import numpy as np
 import pytest
 
@@ -22,6 +23,7 @@ def _config(bm, bn, bk):
     ("f16", (64, 64, 16), (24, 40, 33)),      # K odd: A rows not 4-byte aligned, read per element
     ("i8", (32, 64, 32), (64, 64, 96)),
     ("i8", (32, 64, 32), (40, 56, 70)),       # int8 boundary tiles, rows of 70 bytes
+    ("i8", (64, 64, 32), (72, 64, 64)),       # int8 16x16 subgroup tiles, an M edge
 ])
 def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     use_mode(monkeypatch, "dg2")
