@@ -148,8 +148,10 @@ class TransposedDpas:
         b, td = self.b, ld.td
         eb = td.type.dtype.bitwidth // 8
         row, col = b.add(td.row, lane_row), b.add(td.col, I64(col_extra))
-        if not ld.checked:
-            return self._load_vec(self._lane_row_ptr(td, row, col, eb), I32, nw)
+        if not ld.checked:      # (row*s0 + col) uniform, lane_row*s0 per lane and loop-invariant
+            off = b.add(b.add(b.mul(td.row, td.s0), col), b.mul(lane_row, td.s0))
+            ptr = b.gep(td.arr.ptr, [off], inbounds=True, source_etype=ir.IntType(8 * eb))
+            return self._load_vec(ptr, I32, nw)
         n = 4 * nw // eb
         row_ok = b.and_(b.icmp_signed(">=", row, I64(0)), b.icmp_signed("<", row, td.H))
         cols_ok = b.and_(b.icmp_signed(">=", col, I64(0)), b.icmp_signed("<=", b.add(col, I64(n)), td.W))
