@@ -208,10 +208,11 @@ def test_compile_without_a_target_compiles_what_a_launch_would(monkeypatch):
 
 
 # dg2 (no 2D block IO): C^T = B^T A^T from per-lane row loads in the fast k-loop, block reads
-# elsewhere. Measured per config with benchmarks/bench_device_code.py (fp16 16x16 tiles 23.25
-# instructions per DPAS, 16x8 41.25; int8 16x16 46.75, 16x8 91.5); the bounds sit a little above,
-# so a regression fails: the best config the autotuner can keep, and every one it keeps.
-DG2_PER_DPAS = {"fp16": (25, 45), "int8": (50, 95)}
+# elsewhere. Measured per config with benchmarks/bench_device_code.py (fp16 32x16 tiles 10.0
+# instructions per DPAS, 16x16 16.5, decode 30.5, BK=32 decode 58.75; int8 16x16 36.5, 16x8 and
+# decode 71.5); the bounds sit a little above, so a regression fails: the best config the
+# autotuner can keep, and every one it keeps.
+DG2_PER_DPAS = {"fp16": (11, 60), "int8": (40, 75)}
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "int8"])
@@ -231,9 +232,9 @@ def test_dg2_library_gemm_configs_the_autotuner_keeps(dtype):
         bin_, where = ck.device_binary, f"dg2 {dtype} {cfg}"
         hot = bin_.hot_loop
         assert hot.dpas == _dpas_per_kstep("dg2", est, kw["BK"], k), where
-        assert hot.private_sends == 0 and hot.spill_sends <= 1, where
         if bin_.spill_bytes or bin_.private_bytes:
             continue            # the autotuner prunes it with the compiler's reason
+        assert hot.private_sends == 0 and hot.spill_sends == 0, where
         kept.append(hot.per_dpas)
         assert hot.per_dpas <= DG2_PER_DPAS[dtype][1], f"{where}: {hot.per_dpas} instructions per DPAS"
     assert len(kept) >= 4, kept

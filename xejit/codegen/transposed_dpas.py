@@ -97,7 +97,10 @@ class TransposedDpas:
             if la is None or lb is None:
                 return None
             t = la.operands[0].type
-            if t.shape[1] * t.dtype.bitwidth != 256:      # one DPAS K-block per array block
+            # one DPAS K-block per k-step: with two (fp16 BK=32) the CPU device computed wrong
+            # results in workgroups of 8 and more subgroups (1-4 were right); not understood yet,
+            # so not taken
+            if t.shape[1] * t.dtype.bitwidth != 256 or len(la.results) != 1:
                 return None
             loads[id(la)], loads[id(lb)] = "A", "B"
             if getattr(vc, "block", None) is body:

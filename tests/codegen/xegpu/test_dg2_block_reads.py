@@ -18,9 +18,11 @@ def _config(bm, bn, bk):
 
 
 @pytest.mark.parametrize("dtype,tile,shape", [
-    ("f16", (64, 64, 16), (64, 128, 64)),     # every tile in bounds: the block-read k-loop only
-    ("f16", (64, 64, 16), (50, 72, 40)),      # M / N edges and a K tail: the cold version
-    ("f16", (64, 64, 16), (24, 40, 33)),      # K odd: A rows not 4-byte aligned, read per element
+    ("f16", (64, 128, 16), (64, 128, 64)),    # every tile in bounds: the fast k-loop only
+    ("f16", (64, 128, 16), (50, 72, 40)),     # M / N edges and a K tail: the cold version
+    ("f16", (128, 64, 16), (24, 40, 33)),     # K odd: A rows not 4-byte aligned, read per element
+    ("f16", (64, 64, 32), (64, 64, 96)),      # BK=32: the block-read k-loop (two K-blocks a step)
+    ("f16", (8, 256, 16), (5, 300, 48)),      # decode tiles, an N edge
     ("i8", (32, 64, 32), (64, 64, 96)),
     ("i8", (32, 64, 32), (40, 56, 70)),       # int8 boundary tiles, rows of 70 bytes
     ("i8", (64, 64, 32), (72, 64, 64)),       # int8 16x16 subgroup tiles, an M edge
