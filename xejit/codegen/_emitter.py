@@ -20,6 +20,7 @@ the compiler's process then never loads LLVM itself, and the worker's start-up o
 from __future__ import annotations
 
 import os
+import re
 import signal
 import struct
 import sys
@@ -73,6 +74,27 @@ def _optimize(llvm, ir_text: str, pipeline: str) -> str:
     return str(mod)
 
 
+# `uitofp <N x i1>` / `sitofp <N x i1>` crash LLVM's SPIR-V backend ("VReg's low-level type and
+# register class have different sizes" on an OpSelect with an i64 condition), and instcombine
+# makes them from the selects the lowerings write instead (`(t.to(xl.int1).to(xl.float32)
+# .to(xl.int32) % 3)` on dg2, found by tests/hostile): after the optimisation they become selects
+# again, which the backend emits as OpSelect on the bool vector.
+_BOOL_TO_FP = re.compile(r"^(\s*%[-\w.$]+) = (uitofp|sitofp) <(\d+) x i1> (%[-\w.$]+) to <\d+ x (float|half|double)>\s*$",
+                         re.MULTILINE)
+_FP_ONE = {("float", 1): "1.000000e+00", ("float", -1): "-1.000000e+00", ("double", 1): "1.000000e+00",
+           ("double", -1): "-1.000000e+00", ("half", 1): "0xH3C00", ("half", -1): "0xHBC00"}
+
+
+def _legalize_bool_to_float(text: str) -> str:
+    """Bool-vector to float conversions as selects (see ``_BOOL_TO_FP``)."""
+    def select(m: re.Match) -> str:
+        res, op, n, cond, ty = m.groups()
+        one = _FP_ONE[(ty, 1 if op == "uitofp" else -1)]
+        return (f"{res} = select <{n} x i1> {cond}, <{n} x {ty}> splat ({ty} {one}), "
+                f"<{n} x {ty}> zeroinitializer")
+    return _BOOL_TO_FP.sub(select, text)
+
+
 def _emit(llvm, ext: str, ir_text: str) -> bytes:
     llvm.set_option("", "--spirv-ext=" + ",".join("+" + e for e in ext.split(",") if e))
     # Modules with real 2D block IO: no loop strength reduction (the GPU compiler does its own).
@@ -81,7 +103,10 @@ def _emit(llvm, ext: str, ir_text: str) -> bytes:
     # spirv-val rejects. Modules for the CPU device keep LSR: without it the CPU runtime crashed
     # on an emulated dg2 int8 GEMM with M = 1 (tests/xegpu/test_gemm_device.py, slow set).
     # (The option is global, but each module is emitted in its own forked child.)
-    if "SPV_INTEL_2d_block_io" in ext:
+    # dg2's modules (DPAS, no 2D block IO) too: LSR turned the block reads' row addresses into
+    # pointer phis, which IGC cannot promote to 32-bit stateful offsets (64-bit address
+    # arithmetic, ~6 instructions, per read; benchmarks/bench_device_code.py).
+    if "SPV_INTEL_2d_block_io" in ext or "SPV_INTEL_subgroup_matrix_multiply_accumulate" in ext:
         llvm.set_option("", "--disable-lsr")
     tm = llvm.Target.from_triple(TRIPLE).create_target_machine(opt=2)
     mod = llvm.parse_assembly(ir_text)
@@ -96,7 +121,7 @@ def _child(llvm, request: bytes, wfd: int) -> None:
         if text.startswith(_OPT_PREFIX):
             pipeline, _, text = text[len(_OPT_PREFIX):].partition("\n")
             t0 = time.perf_counter_ns()
-            text = _optimize(llvm, text, pipeline)
+            text = _legalize_bool_to_float(_optimize(llvm, text, pipeline))
             opt_ns = time.perf_counter_ns() - t0
             llir = text.encode()
             reply = b"O" + struct.pack("<QQ", opt_ns, len(llir)) + llir + _emit(llvm, ext.decode(), text)

@@ -40,6 +40,9 @@ class Instruction:
     targets: tuple[str, ...]
     comment: str
     no_mask: bool
+    #: a DPAS that only Intel's compiler added: no accumulator, its destination as both sources
+    #: (acm-g10 code has one ahead of each chain of DPAS; it computes nothing the kernel uses)
+    dummy: bool = False
 
     @property
     def is_send(self) -> bool:
@@ -87,7 +90,11 @@ def parse(text: str) -> list[Instruction | str]:
         if len(parts) > 1 and parts[1].startswith("("):
             exec_size = parts[1].strip("()")
         targets = tuple(p for p in parts[1:] if re.fullmatch(r"L\d+", p)) if mnemonic in _BRANCHES else ()
-        out.append(Instruction(mnemonic, exec_size, targets, comment.strip(), no_mask))
+        dummy = False
+        if mnemonic.startswith("dpas") and len(parts) >= 6:
+            reg = [p.split(":")[0].split(".")[0] for p in parts[2:6]]
+            dummy = reg[1] == "null" and reg[0] == reg[2] == reg[3]
+        out.append(Instruction(mnemonic, exec_size, targets, comment.strip(), no_mask, dummy))
     return out
 
 
@@ -140,7 +147,7 @@ def mix(items: list[Instruction | str]) -> LoopMix:
     kinds = [i.send_kind() for i in insts if i.is_send]
     return LoopMix(
         instructions=len(insts),
-        dpas=sum(1 for i in insts if i.mnemonic.startswith("dpas")),
+        dpas=sum(1 for i in insts if i.mnemonic.startswith("dpas") and not i.dummy),
         block_loads=kinds.count("block_load"), prefetches=kinds.count("prefetch"),
         block_stores=kinds.count("block_store"), spill_sends=kinds.count("spill"),
         private_sends=kinds.count("private"), other_sends=kinds.count("other"))

@@ -32,9 +32,11 @@ Instructions come from ``emulation.declare_*`` (real builtins, or their emulatio
   unconditionally and loops are not versioned (``ctx["version_loops"]=True`` turns it on); the
   base is aligned down as on the hardware, so misaligned array bases are exercised (tested with
   interior views of USM buffers).
-* dg2 has no 2D block IO: loads use subgroup block reads of whole rows (32-bit words for A/C,
-  16/8-bit rows combined into VNNI words for B) when the block is in bounds and 4-byte aligned,
-  per-lane loads with bounds checks otherwise; stores are per lane with bounds checks.
+* dg2 has no 2D block IO: loads use subgroup block reads of whole rows into registers
+  (``block_reads.py``: 32-bit words for A/C, 16/8-bit rows packed into VNNI words for B), in a
+  k-loop versioned on them being in bounds (else a bounds test per row); a k-loop made of DPAS on
+  such loads computes C^T = B^T A^T from per-lane row loads (``transposed_dpas.py``); stores are
+  per lane with bounds checks (docs/compiler.md, "dg2").
 * ``load_tile(..., padding=p)`` with p != 0 is done in code (the hardware pads with zero);
   reported as a fallback.
 
@@ -69,6 +71,8 @@ from . import block_payload as bp
 from . import builtins as bi
 from . import emulation as emu
 from .abi import kernel_abi
+from .block_reads import BlockReads, Words
+from .transposed_dpas import TLoad, TransposedDpas, TSlice
 from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
                             int_to_bool, safe_int_division)
 from .passes import blocking, lane_distribution
@@ -149,6 +153,9 @@ class TD:
     #: (x in elements, y) as i32 on that surface, moved with (row, col) by 32-bit adds: the block
     #: coordinates of 2D block instructions (None without a surface)
     xy: tuple | None = None
+    #: targets without 2D block IO: True in the fast version of a k-loop versioned on this
+    #: descriptor's block reads (every position in bounds), False in its cold version
+    reads_in_bounds: Optional[bool] = None
 
     def moved(self, row, col, xy: tuple | None = None) -> "TD":
         return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf, xy)
@@ -183,7 +190,7 @@ def _i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 # ----------------------------------------------------------------------------------------------
 
 
-class XeGPULowering(LoweringBase):
+class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
     """XeGPU IR (after lane distribution) -> one SPIR-V kernel in an llvmlite module."""
 
     def __init__(self, fn: Function, target: Target, emulate: bool, num_subgroups: int = 1,
@@ -310,7 +317,7 @@ class XeGPULowering(LoweringBase):
 
     def value(self, v: Value) -> ir.Value:
         x = self.env[id(v)]
-        if isinstance(x, Lazy):
+        if isinstance(x, (Lazy, Words)):
             raise CompilerError(f"internal: a block of {v.type} is too long for registers and is "
                                 f"only sliceable", getattr(v, "op", None))
         return x
@@ -542,7 +549,11 @@ class XeGPULowering(LoweringBase):
             ept = w // self.sg
             start, cnt = o * ept, s * ept
         src = self.env[id(op.operands[0])]
-        if isinstance(src, Lazy):
+        if isinstance(src, TLoad):
+            self.env[id(op.result)] = TSlice(src, o // 8)
+        elif isinstance(src, Words):
+            self.env[id(op.result)] = self.words_slice(src, start, cnt, op.result.type)
+        elif isinstance(src, Lazy):
             self.env[id(op.result)] = self.from_buffer(src.buf, src.unit, src.off + start, op.result.type)
         else:
             self.env[id(op.result)] = self.shuffle_range(src, start, cnt)
@@ -713,14 +724,17 @@ class XeGPULowering(LoweringBase):
         b.branch(head)
         b.position_at_end(done)
 
-    def each_element(self, n: int):
+    def each_element(self, n: int, stores: bool = False):
         """This lane's ``n`` elements, as i64 indices: unrolled with constant indices up to
         ``_UNROLL_ELEMENTS`` (the buffers they fill then stay in registers -- a loop index into
         a private array puts it in private memory, 512-4096 B a thread in GEMMs), an LLVM loop
         beyond (keeps code small for huge blocks)."""
-        # dg2's block-read path keeps the loop: unrolled, LLVM turns its i8 buffers into
-        # <32 x i8> phis that the SPIR-V backend cannot legalize (dg2 has its own issue).
-        if n <= _UNROLL_ELEMENTS and self.target.block_io is not None:
+        # dg2's gathers into buffers keep the loop: unrolled, LLVM turns its i8 buffers into
+        # <32 x i8> phis that the SPIR-V backend cannot legalize (its block loads gather into
+        # registers instead: codegen/block_reads.py). Its stores unroll: the loop's run-time
+        # index into the stored vector was private memory, and the CPU device stored wrong
+        # values with it in workgroups of 8 and more subgroups (tests/codegen/xegpu/test_dg2_block_reads.py).
+        if n <= _UNROLL_ELEMENTS and (stores or self.target.block_io is not None):
             for i in range(n):
                 yield I64(i)
         else:
@@ -778,7 +792,7 @@ class XeGPULowering(LoweringBase):
         b = self.b
         ety = reg_type(val_t.dtype)
         h, w = val_t.shape
-        for e in self.each_element(per_lane_count(val_t.shape, self.sg)):
+        for e in self.each_element(per_lane_count(val_t.shape, self.sg), stores=True):
             r, c = self.coords_dyn((h, w), e)
             ptr, ok = self.elem_ptr(td, b.add(r0, r), b.add(c0, c), ety)
             if w <= self.sg and h % (self.sg // w):   # lanes past the last row hold nothing
@@ -886,6 +900,9 @@ class XeGPULowering(LoweringBase):
         mode = "tpacked" if transpose and tbw == 32 and t.dtype.bitwidth < 32 else \
             "transpose" if transpose else "packed" if packed else "plain"
         b = self.b
+        if self.target.block_io is None and self.block_read_kind(t, mode) is not None:
+            self.load_by_block_reads(op, td, t, rtypes, mode, pad)
+            return
         unit = self.unit_ty(rtypes[0])
         per = per_lane_count(rtypes[0].shape, self.sg)
         buf = self.alloca(ir.ArrayType(unit, per * len(rtypes)))
@@ -894,16 +911,7 @@ class XeGPULowering(LoweringBase):
             for a, rt in enumerate(rtypes):
                 self.gather_block(td, rt, td.row, b.add(td.col, I64(a * w)), mode, pad, buf, a * per)
 
-        if self.target.block_io is None and self.block_read_kind(t, mode) is not None:
-            # no 2D block IO (dg2): subgroup block reads of whole rows when the block is in
-            # bounds and 4-byte aligned, the per-lane code otherwise
-            with b.if_else(self.block_read_ok(td, t, len(rtypes))) as (then, otherwise):
-                with then:
-                    self.block_read(td, t, rtypes, mode, buf, per)
-                with otherwise:
-                    in_code()
-            self.instructions[f"subgroup block read ({self.block_read_kind(t, mode)})"] += 1
-        elif self.target.block_io is None or (pad_v != 0 and mode != "plain"):
+        if self.target.block_io is None or (pad_v != 0 and mode != "plain"):
             if pad_v != 0 and self.target.block_io is not None:
                 self.fallbacks.append(f"{op.loc}: load with padding={pad_v}: bounds checked in code "
                                       f"(2D block loads pad with zero; a {mode} load has no select path)")
@@ -959,65 +967,25 @@ class XeGPULowering(LoweringBase):
                 v = b.bitcast(b.load(slot, typ=unit), ety)
                 b.store(b.bitcast(b.select(inb, v, pad), unit), slot)
 
-    # -- subgroup block reads (targets without 2D block IO) --------------------------------------
-
-    _BLOCK_READ = {32: ("_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kj", I32),
-                   16: ("_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kt", I16),
-                   8: ("_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kh", I8)}
-
-    def block_read_kind(self, t: xg.TensorDescType, mode: str) -> Optional[str]:
-        """'rows32' when a block row is exactly one 32-bit word per lane (A, C, plain loads),
-        'vnni' when a row is one element per lane and rows are packed into words (B)."""
-        h, w = t.shape
-        eb = t.dtype.bitwidth // 8
-        if mode == "plain" and w * eb == 4 * self.sg:
-            return "rows32"
-        if mode == "packed" and w == self.sg and eb in (1, 2):
-            return "vnni"
-        return None
-
-    def block_read_ok(self, td: TD, t: xg.TensorDescType, count: int) -> ir.Value:
-        """The whole block (all array blocks) lies in the view and every row starts 4-byte aligned."""
-        b = self.b
-        h, w = t.shape
-        eb = t.dtype.bitwidth // 8
-        ok = b.and_(b.icmp_signed(">=", td.row, I64(0)), b.icmp_signed(">=", td.col, I64(0)))
-        ok = b.and_(ok, b.icmp_signed("<=", b.add(td.row, I64(h)), td.H))
-        ok = b.and_(ok, b.icmp_signed("<=", b.add(td.col, I64(w * count)), td.W))
-        start = b.ptrtoint(b.gep(td.arr.ptr, [b.add(b.mul(td.row, td.s0), td.col)],
-                                 source_etype=reg_type(t.dtype)), I64)
-        aligned = b.icmp_signed("==", b.and_(b.or_(start, b.mul(td.s0, I64(eb))), I64(3)), I64(0))
-        return b.and_(ok, aligned)
-
-    def block_read(self, td: TD, t: xg.TensorDescType, rtypes, mode: str, buf, per: int) -> None:
-        b = self.b
-        h, w = t.shape
-        ety = reg_type(t.dtype)
+    def load_by_block_reads(self, op: Operation, td: TD, t, rtypes, mode: str, pad) -> None:
+        """No 2D block IO (dg2): subgroup block reads of whole rows into registers -- unchecked in
+        the fast version of a k-loop versioned on them, else behind a bounds test per row with
+        the row gathered per element when it leaves the view (codegen/block_reads.py)."""
         kind = self.block_read_kind(t, mode)
-        bits = 32 if kind == "rows32" else t.dtype.bitwidth
-        name, rty = self._BLOCK_READ[bits]
-        fn = bi.declare(self.module, name, rty, [ir.PointerType(rty, addrspace=1)])
-        words = b.bitcast(buf, I32.as_pointer())
-        unit_bytes = self.unit_ty(rtypes[0]).width // 8
-
-        def row_ptr(r: int, a: int):
-            p = b.gep(td.arr.ptr, [b.add(b.mul(b.add(td.row, I64(r)), td.s0), b.add(td.col, I64(a * w)))],
-                      source_etype=ety)
-            return b.bitcast(p, ir.PointerType(rty, addrspace=1))
-        for a in range(len(rtypes)):
-            base_word = a * per * unit_bytes // 4
-            if kind == "rows32":
-                for r in range(h):       # lane l gets word l of row r = its w/sg elements of it
-                    v = bi.call(b, fn, [row_ptr(r, a)])
-                    b.store(v, b.gep(words, [I32(base_word + r)]))
-            else:
-                v_ = 32 // t.dtype.bitwidth
-                for i in range(h // v_):
-                    word = None
-                    for k in range(v_):
-                        x = b.zext(bi.call(b, fn, [row_ptr(i * v_ + k, a)]), I32)
-                        word = x if word is None else b.or_(word, b.shl(x, I32(k * t.dtype.bitwidth)))
-                    b.store(word, b.gep(words, [I32(base_word + i)]))
+        role = self.tplan.loads.get(id(op)) if self.tplan is not None and td.reads_in_bounds is not None else None
+        if role is not None:     # C^T = B^T A^T: per-lane row loads when a DPAS asks (transposed_dpas.py)
+            cache: dict = {}
+            for a, r in enumerate(op.results):
+                self.env[id(r)] = TLoad(role, td, a, t.shape[1], len(rtypes), cache, not td.reads_in_bounds)
+            return
+        if td.reads_in_bounds:
+            vals = self.block_read_words(td, t, rtypes, mode)
+            self.instructions[f"subgroup block read ({kind})"] += 1
+        else:   # cold k-loop version, or no versioned loop: a bounds test per row
+            vals = self.block_read_words(td, t, rtypes, mode, pad)
+            self.instructions[f"subgroup block read ({kind}) per row, bounds-checked"] += 1
+        for r, x in zip(op.results, vals):
+            self.env[id(r)] = self.words_value(x)
 
     def op_xegpu_store_nd(self, op: Operation) -> None:
         x = self.value(op.operands[0])
@@ -1451,7 +1419,16 @@ class XeGPULowering(LoweringBase):
         f = emu.declare_dpas(self.module, self.target, ty, ty, acc, m, emulate=self.emulate)
         at, bt, ct = f.function_type.args
         b = self.b
-        a, bb = (b.load(b.gep(x.buf, [I32(x.off)]), typ=ty) if isinstance(x, Lazy) else b.bitcast(x, ty)
+        ta = self.transposed_slice(self.env[id(op.operands[0])])
+        if ta is not None:       # C^T += B^T A^T: B^T is the DPAS A operand (transposed_dpas.py)
+            tb = self.transposed_slice(self.env[id(op.operands[1])])
+            r = bi.call(b, f, [b.bitcast(self.b_transposed(tb), at), b.bitcast(self.a_transposed(ta), bt),
+                               b.bitcast(self.env[id(op.operands[2])], ct)])
+            self.env[id(op.result)] = b.bitcast(r, self.vec_ty(op.result.type))
+            self.instructions["dpas (transposed: C^T += B^T A^T)"] += 1
+            return
+        a, bb = (b.load(b.gep(x.buf, [I32(x.off)]), typ=ty) if isinstance(x, Lazy) else
+                 b.bitcast(self.words_vector(x.words), ty) if isinstance(x, Words) else b.bitcast(x, ty)
                  for x, ty in ((self.env[id(op.operands[0])], at), (self.env[id(op.operands[1])], bt)))
         if len(op.operands) == 3:
             c = b.bitcast(self.env[id(op.operands[2])], ct)
@@ -1472,12 +1449,16 @@ class XeGPULowering(LoweringBase):
     def _flat(x) -> list:
         if isinstance(x, TD):
             return [x.row, x.col] + list(x.xy or ())
+        if isinstance(x, Words):
+            return list(x.words)
         return [x]
 
     @staticmethod
     def _rebuild(like, vals):
         if isinstance(like, TD):
             return like.moved(vals[0], vals[1], tuple(vals[2:4]) if like.xy is not None else None)
+        if isinstance(like, Words):
+            return Words(list(vals), like.type)
         return vals[0]
 
     def op_scf_for(self, op: Operation) -> None:
@@ -1488,7 +1469,10 @@ class XeGPULowering(LoweringBase):
         inits = [self.env[id(v)] for v in op.operands[3:]]
         oks = [x.surf[5] for x in inits if isinstance(x, TD) and x.surf is not None]
         oks = [ok for ok in dict.fromkeys(oks) if id(ok) not in self.versioned]
-        if not oks or not self.version_loops:
+        reads = self.block_read_loop_descriptors(op) if self.target.block_io is None else {}
+        if reads:
+            results = self._versioned_on_block_reads(op, reads)
+        elif not oks or not self.version_loops:
             results = self._lower_for(op)
         else:
             all_ok = oks[0]
@@ -1527,14 +1511,98 @@ class XeGPULowering(LoweringBase):
         for r, v in zip(op.results, results):
             self.env[id(r)] = v
 
-    def _lower_for(self, op: Operation, steps: dict[int, tuple[int, int]] | None = None) -> list:
+    def block_read_loop_descriptors(self, op: Operation) -> dict:
+        """{iter_arg position: (descriptor, row step, column step)} of the loop's descriptors that
+        block reads load (no 2D block IO) and that move by loop-invariant steps each iteration."""
+        body = op.regions[0].block
+        inner = {id(r) for o in body.ops for x in o.walk() for r in x.results}
+        yield_op = body.ops[-1] if body.ops else None
+        if yield_op is None or yield_op.name != "scf.yield":
+            return {}
+        out = {}
+        for i, (arg, init) in enumerate(zip(body.args[1:], op.operands[3:])):
+            td = self.env[id(init)]
+            y = yield_op.operands[i]
+            upd = getattr(y, "op", None)
+            if not isinstance(td, TD) or td.type.scattered or upd is None or \
+                    upd.name != "xegpu.update_nd_offset" or upd.operands[0] is not arg:
+                continue
+            if any(id(v) in inner or getattr(v, "block", None) is body for v in upd.operands[1:]):
+                continue
+            if any(u.name == "xegpu.load_nd" and u.attributes.get("transpose") is None and
+                   self.block_read_kind(td.type, "packed" if u.attributes.get("packed") else "plain")
+                   for u, _ in arg.uses):
+                out[i] = (td, self.env[id(upd.operands[1])], self.env[id(upd.operands[2])])
+        return out
+
+    def _versioned_on_block_reads(self, op: Operation, reads: dict) -> list:
+        """The loop twice behind one test made before it (``loop_reads_ok``): a version whose
+        loads of ``reads``' descriptors are block reads only, and a cold one that gathers them."""
+        b = self.b
+        lb, ub, step = (self.env[id(v)] for v in op.operands[:3])
+        ok = None
+        for td, dr, dc in reads.values():
+            c = self.loop_reads_ok(td, lb, ub, step, dr, dc)
+            ok = c if ok is None else b.and_(ok, c)
+        versions = []
+        with b.if_else(ok) as (then, otherwise):
+            plan = self.transposed_plan(op, reads)
+            for ctx, fast in ((then, True), (otherwise, False)):
+                with ctx:
+                    counted = Counter(self.instructions)
+                    # both versions leave the accumulators as C^T, transposed back once after
+                    # they meet (transposes on the fast version's way out made IGC spill 864 B,
+                    # fp16 16x16 tiles)
+                    res = self._lower_for_transposed(op, reads, plan, fast) if plan else \
+                        self._lower_for(op, reads_in_bounds={i: fast for i in reads})
+                    versions.append((res, b.block))
+                    if not fast:     # the report counts the block-read version's instructions
+                        self.instructions = counted
+        self.instructions["k-loop versioned on block reads in bounds"] += 1
+        (ra, ba), (rb, bb_) = versions
+        results = []
+        for like_a, like_b in zip(ra, rb):
+            merged = []
+            for va, vb in zip(self._flat(like_a), self._flat(like_b)):
+                phi = b.phi(va.type)
+                phi.add_incoming(va, ba)
+                phi.add_incoming(vb, bb_)
+                merged.append(phi)
+            results.append(self._rebuild(like_a, merged))
+        for p in plan.acc_positions if plan else ():
+            results[p] = self.transpose8(results[p])
+        return results
+
+    def _lower_for_transposed(self, op: Operation, reads: dict, plan, in_bounds: bool) -> list:
+        """A version of the k-loop computing C^T = B^T A^T (transposed_dpas.py; ``in_bounds``: the
+        fast one, else bounds-checked loads): the accumulators are transposed on the way in and
+        left as C^T (``_versioned_on_block_reads`` turns them back where the versions meet)."""
+        inits = [op.operands[3 + p] for p in plan.acc_positions]
+        saved = {id(v): self.env[id(v)] for v in inits}
+        for v in inits:
+            self.env[id(v)] = self.transpose8(saved[id(v)])
+        self.tplan = plan
+        try:
+            results = self._lower_for(op, reads_in_bounds={i: in_bounds for i in reads})
+        finally:
+            self.tplan = None
+            self.env.update(saved)
+        if in_bounds:
+            self.instructions["k-loop computing C^T = B^T A^T (per-lane row loads)"] += 1
+        return results
+
+    def _lower_for(self, op: Operation, steps: dict[int, tuple[int, int]] | None = None,
+                   reads_in_bounds: Optional[dict] = None) -> list:
         """The loop in LLVM IR (LLVM rotates it: the guard before, the test at the bottom).
 
         ``steps`` (the fast version of a versioned loop with a constant step, whose span the
         versioning checked: ``block_coords.loop_steps``): the loop counts in i32 from 0 (the
         64-bit induction variable is ``lb + counter``, gone when unused), and the 2D block
         coordinates of the descriptors it moves by multiples of its step are computed from the
-        counter -- no carried coordinates to move, one add where each block message takes them."""
+        counter -- no carried coordinates to move, one add where each block message takes them.
+
+        ``reads_in_bounds`` (targets without 2D block IO, ``_versioned_on_block_reads``): {iter_arg
+        position: whether this version's block reads of that descriptor are all in bounds}."""
         b = self.b
         lb, ub, step = (self.env[id(v)] for v in op.operands[:3])
         inits = [self.env[id(v)] for v in op.operands[3:]]
@@ -1585,7 +1653,11 @@ class XeGPULowering(LoweringBase):
         b.position_at_end(body_bb)
         body = op.regions[0].block
         self.env[id(body.args[0])] = iv
-        for arg, val in zip(body.args[1:], carried):
+        for j, (arg, val) in enumerate(zip(body.args[1:], carried)):
+            if reads_in_bounds and j in reads_in_bounds:
+                # the body's copy carries the versioning's verdict; the loop's results do not
+                val = val.moved(val.row, val.col, val.xy)
+                val.reads_in_bounds = reads_in_bounds[j]
             self.env[id(arg)] = val
         self._preheaders.append(pre)
         ys = self.block(body)

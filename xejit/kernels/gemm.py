@@ -141,13 +141,24 @@ _XE_CONFIGS = [
     _c(32, 256, 32, 16, 3),
 ]
 
-# Xe-HPG (Arc A / Flex): 4 KB of registers per thread (128 x 32 B), N=8 DPAS, no large-GRF
-# mode: many subgroups with 16x16 / 16x32 subgroup tiles.
+# Xe-HPG (Arc A / Flex): 4 KB of registers per thread (128 x 32 B), N=8 DPAS, no large-GRF mode,
+# no 2D block IO (codegen/block_reads.py, codegen/transposed_dpas.py). Measured with Intel's
+# compiler for acm-g10 (benchmarks/bench_device_code.py, 4096^3, hot k-loop instructions per DPAS,
+# 0 spill and 0 private memory unless said): fp16/bf16 32x16 subgroup tiles with BK=16 10.0,
+# 16x16 tiles 16.5, 16x8 and decode (8x16) tiles 30.5; int8 (K=32 per DPAS: BK=32; configs with
+# BK=16 are pruned for it by the resource model) 16x16 tiles 36.5, 16x8 and decode 71.5. fp16 with
+# BK=32 takes the block-read k-loop (transposed_dpas.py takes one K-block per k-step): 16x16 tiles
+# spill 3.2 KB there (the autotuner prunes them), decode tiles 58.75.
 _DG2_CONFIGS = [
-    _c(128, 128, 16, 32, 2),
-    _c(128, 64, 32, 32, 2),
+    _c(128, 128, 16, 32, 2),    # fp16/bf16: 32x16 subgroup tiles
+    _c(64, 128, 16, 16, 2),
+    _c(256, 128, 16, 64, 2),
+    _c(128, 64, 16, 32, 2),     # fp16/bf16: 16x16 subgroup tiles
+    _c(128, 64, 32, 32, 2),     # int8: 16x16 subgroup tiles
     _c(64, 64, 32, 16, 2),
-    _c(32, 64, 32, 8, 2),
+    _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles
+    _c(8, 256, 16, 16, 2),      # small M (decode-like shapes): fp16/bf16, then int8
+    _c(8, 128, 16, 8, 2),
     _c(8, 256, 32, 16, 2),
     _c(8, 128, 32, 8, 2),
 ]

@@ -1,0 +1,71 @@
+"""dg2's loads (no 2D block IO) and its GEMM k-loop (versioned on its loads being in bounds; both
+versions compute C^T = B^T A^T from per-lane row loads, the cold one bounds-checked), run on the
+CPU device under ``XEJIT_EMULATE=dg2`` against float64 numpy, with the library GEMM's dg2 configs:
+in-bounds tiles, boundary tiles (M, N and a K tail) and rows that are not 4-byte aligned (odd fp16
+pitch: every row per element). Loads outside such loops (block reads with a bounds test per row)
+are covered by the softmax / epilogue tests of this directory."""
+import numpy as np
+import pytest
+
+import xejit
+import xejit.language as xl
+from tests.helpers import check, f64, poisoned, rand, use_mode
+from xejit.ir.core import i32
+from xejit.kernels.gemm import configs_for, gemm_kernel
+
+def _config(bm, bn, bk):
+    return next(c for c in configs_for("dg2") if (c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"]) == (bm, bn, bk))
+
+
+@pytest.mark.parametrize("dtype,tile,shape", [
+    ("f16", (64, 128, 16), (64, 128, 64)),    # every tile in bounds: the fast k-loop only
+    ("f16", (64, 128, 16), (50, 72, 40)),     # M / N edges and a K tail: the cold version
+    ("f16", (128, 64, 16), (24, 40, 33)),     # K odd: A rows not 4-byte aligned, read per element
+    ("f16", (64, 64, 32), (64, 64, 96)),      # BK=32: the block-read k-loop (two K-blocks a step)
+    ("f16", (8, 256, 16), (5, 300, 48)),      # decode tiles, an N edge
+    ("i8", (32, 64, 32), (64, 64, 96)),
+    ("i8", (32, 64, 32), (40, 56, 70)),       # int8 boundary tiles, rows of 70 bytes
+    ("i8", (64, 64, 32), (72, 64, 64)),       # int8 16x16 subgroup tiles, an M edge
+])
+def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
+    use_mode(monkeypatch, "dg2")
+    cfg = _config(*tile)
+    M, N, K = shape
+    rng = np.random.default_rng(M * 7 + N + K)
+    a, b = rand(rng, (M, K), dtype), rand(rng, (K, N), dtype)
+    out_t = "i32" if dtype == "i8" else dtype
+    c = poisoned((M, N), out_t)
+    kw = dict(ACC=i32) if dtype == "i8" else {}
+    gemm_kernel[(xejit.cdiv(M, cfg.kwargs["BM"]), xejit.cdiv(N, cfg.kwargs["BN"]))](
+        a, b, a, c, M, N, K, **cfg.kwargs, **kw, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    ref = f64(a) @ f64(b)
+    check(c, ref, "int" if dtype == "i8" else dtype, scale_by_max=True)
+
+
+@xejit.kernel
+def _mod_after_bool(x, y, BM: xl.constexpr, BN: xl.constexpr):
+    t = xl.load_tile(xl.init_tile(x, [0, 0], [BM, BN]))
+    t = t.to(xl.int1).to(xl.float32)
+    t = (t.to(xl.int32) % 3).to(xl.float32)
+    xl.store_tile(xl.init_tile(y, [0, 0], [BM, BN]), t)
+
+
+@xejit.kernel
+def _mod3(x, y, BM: xl.constexpr, BN: xl.constexpr):
+    t = xl.load_tile(xl.init_tile(x, [0, 0], [BM, BN]))
+    xl.store_tile(xl.init_tile(y, [0, 0], [BM, BN]), (t.to(xl.int32) % 3).to(xl.float32))
+
+
+@pytest.mark.parametrize("mode", ["dg2", "pvc"])
+def test_int_remainder_after_a_bool_cast(monkeypatch, mode):
+    """instcombine turned the selects of bool -> float into `uitofp <8 x i1>`, which crashed LLVM's
+    SPIR-V backend (issue 13's dg2 leftover); `%` has C semantics (np.fmod)."""
+    use_mode(monkeypatch, mode)
+    rng = np.random.default_rng(3)
+    x = (rng.uniform(-50, 50, (8, 16)) * rng.integers(0, 2, (8, 16))).astype(np.float32)   # zeros too
+    y = poisoned((8, 16), "f32")
+    _mod_after_bool[(1,)](x, y, BM=8, BN=16)
+    check(y, np.fmod((x != 0).astype(np.int32), 3).astype(np.float64), "int")
+    y = poisoned((8, 16), "f32")
+    _mod3[(1,)](x, y, BM=8, BN=16)
+    check(y, np.fmod(x.astype(np.int32), 3).astype(np.float64), "int")
