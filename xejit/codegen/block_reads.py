@@ -25,6 +25,7 @@ from llvmlite import ir
 
 from ..ir.core import ScalarType, VectorType
 from . import builtins as bi
+from .lowering_base import join_phis
 from .passes.lane_distribution import per_lane_count
 
 I32, I64 = bi.I32, bi.I64
@@ -160,13 +161,7 @@ class BlockReads:
                     fast, fast_bb = self._read(p, bits, count), b.block
                 with otherwise:
                     slow, slow_bb = self._gather_row(td, t, count, row, kind, pad), b.block
-            out = []
-            for x, y in zip(fast, slow):
-                phi = b.phi(x.type)
-                phi.add_incoming(x, fast_bb)
-                phi.add_incoming(y, slow_bb)
-                out.append(phi)
-            return out
+            return join_phis(b, fast, fast_bb, slow, slow_bb)
         if kind == "rows32":       # row r: lane l gets word l of each block
             rows = [read_row(r) for r in range(h)]
             return [Words([rows[r][a] for r in range(h)], rt) for a, rt in enumerate(rtypes)]

@@ -22,7 +22,7 @@ from . import bounds_debug
 from . import builtins as bi
 from .abi import kernel_abi
 from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
-                            int_to_bool, reg_type, safe_int_division, wrap_signed)
+                            int_to_bool, join_phis, reg_type, safe_int_division, wrap_signed)
 from .passes.common import CompilerError, written_arrays
 
 #: load GEMM A operands as uniform scalars (broadcast by the FMA) instead of shuffling them
@@ -566,12 +566,7 @@ class GenericLowering(LoweringBase):
                         self.count("masked load (boundary path)")
                         slow.append(b.select(ok, v, pad))
                 blk_slow = b.block
-        vals = []
-        for x, y in zip(fast, slow):
-            phi = b.phi(x.type)
-            phi.add_incoming(x, blk_fast)
-            phi.add_incoming(y, blk_slow)
-            vals.append(phi)
+        vals = join_phis(b, fast, blk_fast, slow, blk_slow)
         return Vec((R, C), et, [vals[r * G:(r + 1) * G] for r in range(R)])
 
     def _fusable(self, op) -> bool:
@@ -707,12 +702,7 @@ class GenericLowering(LoweringBase):
                         slow.append(b.select(ok, v, pad))
                 blk_slow = b.block
         self.count("uniform load (GEMM A operand, broadcast)", R * C)
-        vals = []
-        for x, y in zip(fast, slow):
-            phi = b.phi(x.type)
-            phi.add_incoming(x, blk_fast)
-            phi.add_incoming(y, blk_slow)
-            vals.append(phi)
+        vals = join_phis(b, fast, blk_fast, slow, blk_slow)
         return Vec((R, C), et, [vals[r * C:(r + 1) * C] for r in range(R)], uniform=True)
 
     def op_xetile_store_tile(self, op):
@@ -1007,16 +997,7 @@ class GenericLowering(LoweringBase):
                     else:
                         slow = steps(acc, False)
                     bs = b.block
-            merged = []
-            for rf, rs in zip(fast, slow):
-                row = []
-                for x, y in zip(rf, rs):
-                    phi = b.phi(x.type)
-                    phi.add_incoming(x, bf)
-                    phi.add_incoming(y, bs)
-                    row.append(phi)
-                merged.append(row)
-            acc = merged
+            acc = [join_phis(b, rf, bf, rs, bs) for rf, rs in zip(fast, slow)]
         self.count("fma" if not isint else "int mul+add", M * K * G)
         return Vec((M, N), rt, acc)
 

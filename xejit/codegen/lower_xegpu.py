@@ -74,7 +74,7 @@ from .abi import kernel_abi
 from .block_reads import BlockReads, Words
 from .transposed_dpas import TLoad, TransposedDpas, TSlice
 from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
-                            int_to_bool, safe_int_division)
+                            int_to_bool, join_phis, safe_int_division)
 from .passes import blocking, lane_distribution
 from .passes.common import CompilerError, written_arrays
 from .passes.lane_distribution import per_lane_count
@@ -1461,6 +1461,17 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             return Words(list(vals), like.type)
         return vals[0]
 
+    def _join_versions(self, versions: list) -> list:
+        """The loop's results where its two versions ``[(results, end block), ...]`` meet: a phi
+        per flat value (the first version's structure is kept)."""
+        b = self.b
+        (ra, ba), (rb, bb_) = versions
+        results = []
+        for like_a, like_b in zip(ra, rb):
+            merged = join_phis(b, self._flat(like_a), ba, self._flat(like_b), bb_)
+            results.append(self._rebuild(like_a, merged))
+        return results
+
     def op_scf_for(self, op: Operation) -> None:
         """A loop; on real 2D block targets a k-loop is versioned on its descriptors' surface
         checks (hoisted), so the fast version holds only 2D block instructions and DPAS and
@@ -1498,16 +1509,7 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             for ok in oks:
                 del self.versioned[id(ok)]
             self.instructions["k-loop versioned on 2D block surface checks (width/pitch >= 64 B)"] += 1
-            (ra, ba), (rb, bb_) = versions
-            results = []
-            for like_a, like_b in zip(ra, rb):
-                merged = []
-                for va, vb in zip(self._flat(like_a), self._flat(like_b)):
-                    phi = b.phi(va.type)
-                    phi.add_incoming(va, ba)
-                    phi.add_incoming(vb, bb_)
-                    merged.append(phi)
-                results.append(self._rebuild(like_a, merged))
+            results = self._join_versions(versions)
         for r, v in zip(op.results, results):
             self.env[id(r)] = v
 
@@ -1559,16 +1561,7 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
                     if not fast:     # the report counts the block-read version's instructions
                         self.instructions = counted
         self.instructions["k-loop versioned on block reads in bounds"] += 1
-        (ra, ba), (rb, bb_) = versions
-        results = []
-        for like_a, like_b in zip(ra, rb):
-            merged = []
-            for va, vb in zip(self._flat(like_a), self._flat(like_b)):
-                phi = b.phi(va.type)
-                phi.add_incoming(va, ba)
-                phi.add_incoming(vb, bb_)
-                merged.append(phi)
-            results.append(self._rebuild(like_a, merged))
+        results = self._join_versions(versions)
         for p in plan.acc_positions if plan else ():
             results[p] = self.transpose8(results[p])
         return results

@@ -34,6 +34,20 @@ def wrap_signed(v: int, bits: int) -> int:
     return v - (1 << bits) if bits > 1 and v >= 1 << (bits - 1) else v
 
 
+def join_phis(b: ir.IRBuilder, a: list, a_block: ir.Block, other: list, other_block: ir.Block) -> list:
+    """Where two branches meet: one phi per pair of values (``a`` from ``a_block``, ``other`` from
+    ``other_block``), in order."""
+    if len(a) != len(other):
+        raise AssertionError(f"branches disagree on their values ({len(a)} vs {len(other)})")
+    out = []
+    for x, y in zip(a, other):
+        phi = b.phi(x.type)
+        phi.add_incoming(x, a_block)
+        phi.add_incoming(y, other_block)
+        out.append(phi)
+    return out
+
+
 def reg_type(t: ScalarType) -> ir.Type:
     """The register type of an element: floats are held as f32, ints in their width."""
     if t.is_float:

@@ -208,7 +208,7 @@ class TransposedDpas:
         ld = s.load
         b = self.b
         bits = ld.td.type.dtype.bitwidth
-        v, eb = 32 // bits, bits // 8
+        v = 32 // bits
         per = min(ld.count, 2)      # array blocks per row load: at most 16 elements (a SPIR-V vector)
         chunk, a_in = divmod(ld.a, per)
         key = ("rows", s.group, chunk)
