@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import xejit
+from tests.helpers import array_addresses
 import xejit.language as xl
-from xejit.codegen.abi import ARRAY_KINDS
 from xejit.errors import XejitError
 from xejit.runtime import default_device, launch, usm
 from xejit.runtime.usm_array import UsmArray, _parse_capsule, export_capsule, from_object, torch_xpu_queue
@@ -48,10 +48,7 @@ def spy(monkeypatch):
 
     def marshal(kernel, values, queue=None):
         m = real(kernel, values, queue)
-        # (a pointer argument is dpctl USM memory, an address argument an integer: codegen/abi.py)
-        ptrs = [a._pointer if hasattr(a, "_pointer") else a.value
-                for a, k in zip(m.args, kernel.signature) if k in ARRAY_KINDS]
-        seen.append({"queue": queue, "ptrs": ptrs,
+        seen.append({"queue": queue, "ptrs": array_addresses(kernel, m),
                      "copy_back": list(m.copy_back)})
         return m
     monkeypatch.setattr(launch, "_marshal", marshal)
