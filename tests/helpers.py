@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from xejit.codegen.abi import ARRAY_KINDS
+
 TOL = {"f32": 1e-5, "bf16": 1e-2, "f16": 1e-2, "int": 0}
 
 
@@ -64,3 +66,10 @@ def use_mode(monkeypatch, mode: str) -> None:
         monkeypatch.setenv("XEJIT_INTERPRET", "1")
     elif mode != "generic":
         monkeypatch.setenv("XEJIT_EMULATE", mode)
+
+
+def array_addresses(kernel, marshalled) -> list[int]:
+    """The addresses of the array arguments of a marshalled launch (``xejit.runtime.launch._marshal``):
+    a pointer argument is dpctl USM memory, an address argument (codegen/abi.py) an integer."""
+    return [a._pointer if hasattr(a, "_pointer") else a.value
+            for a, k in zip(marshalled.args, kernel.signature) if k in ARRAY_KINDS]

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import options
+from .options import current as current_options
 from .codegen import bounds_debug
 from .codegen.compiler import compile_kernel
 from .errors import ArgumentError
@@ -102,6 +103,9 @@ def compiled(kernel, module: Module, options: dict, device=None):
     target, emulated = resolve_target(device)
     if bounds_debug.debug_enabled():   # a separate build: part of every cache key below
         options = {**options, "debug": True}
+    if device.system_memory and current_options().host_arrays != "copy":
+        # arrays as addresses (codegen/abi.py), host arrays without a copy: part of every cache key below
+        options = {**options, "addresses": True}
     # Fast path for repeated launches: the jit keeps one Module object per specialization, so
     # its identity (checked, not just its id) stands for the specialization without hashing.
     fast_key = (id(module), target, emulated, device, tuple(sorted(options.items())))
@@ -122,7 +126,8 @@ def compiled(kernel, module: Module, options: dict, device=None):
         ck = compile_kernel(module, target, num_subgroups=options.get("num_subgroups"),
                             num_stages=options.get("num_stages", 3),
                             grf_mode=options.get("grf_mode", "default"), emulate=emulated,
-                            binary_cache=cache, debug=bool(options.get("debug")))
+                            binary_cache=cache, debug=bool(options.get("debug")),
+                            addresses=bool(options.get("addresses")))
         spv = ck.spv
         meta = {"spv": base64.b64encode(spv).decode(), "name": ck.name, "signature": list(ck.signature),
                 "arg_plan": [list(p) for p in ck.arg_plan], "workgroup_size": list(ck.workgroup_size),

@@ -22,6 +22,7 @@ import numpy as np
 from . import options
 from .runtime import launch as _rt
 from .arguments import LAUNCH_OPTIONS, launch_grid
+from .codegen.abi import ADDRESS_KINDS, WRITTEN_KINDS
 from .errors import LaunchError
 
 #: the most plans one kernel keeps (one per argument signature; a shape is part of it)
@@ -101,7 +102,7 @@ def try_launch(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
             if z is None or z[0]() is not a:   # (the queue's identity: both hold a reference to it)
                 return _first_sight(kernel, args, kwargs, grid)
             parts += (a.dtype, a.shape, a.strides, z[3], id(z[1]))
-            mems.append(z[2])
+            mems.append(z)
         elif t is int or t is float:
             parts.append(t)
         else:
@@ -128,12 +129,12 @@ def _first_sight(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
         mems = []
         for n, z in enumerate(arrays):
             if type(z) is int:   # first sight of this array: is it USM memory of the plan's queue's context?
-                z = _rt.zero_copy_entry(args[plan.array_pos[n]], plan.queue, z)
+                z = _rt.zero_copy_entry(args[plan.array_pos[n]], plan.queue, z, plan.by_address)
                 if z is None:
                     break
             elif z[1] is not plan.queue:
                 break
-            mems.append(z[2])
+            mems.append(z)
         else:
             return plan.launch(args, mems, grid)
     return False
@@ -189,7 +190,7 @@ def _array_positions(args: tuple, kernel: Any) -> list[int]:
 class LaunchPlan:
     """What the full path decided for one argument signature; :meth:`launch` replays it."""
 
-    __slots__ = ("array_pos", "checked_writeable", "generation", "kernel", "last_grid", "mem_slots", "meta",
+    __slots__ = ("array_pos", "by_address", "checked_writeable", "generation", "kernel", "last_grid", "mem_slots", "meta",
                  "module", "name", "other_reads", "plain_reads", "cell_reads", "queue", "ranges", "scalar_slots", "sycl_kernel",
                  "template", "wg")
 
@@ -218,9 +219,10 @@ class LaunchPlan:
             if what == "ptr":
                 if pos not in slot_of_array:
                     return None
-                p.mem_slots.append((slot, slot_of_array[pos]))
+                # (the zero-copy entry's USM argument, or its address for the "addr" kinds)
+                p.mem_slots.append((slot, slot_of_array[pos], 4 if sig_kind in ADDRESS_KINDS else 2))
                 p.template.append(None)
-                if sig_kind == "ptr":
+                if sig_kind in WRITTEN_KINDS:
                     writeable.add(pos)
             elif what == "value":
                 if sig_kind in ("i32", "i64", "u32", "u64") and type(v) is int:
@@ -240,12 +242,13 @@ class LaunchPlan:
                 if not lo <= n <= hi:
                     return None
                 p.template.append(_rt._SCALARS[sig_kind][0](n))
+        p.by_address = all(i == 4 for _, _, i in p.mem_slots)   # host arrays are fine too
         p.checked_writeable = [slot_of_array[pos] for pos in sorted(writeable) if pos in slot_of_array]
         p.last_grid, p.ranges = None, None
         return p
 
     def launch(self, args: tuple, mems: list, grid: Any) -> bool:
-        """Launch with these arguments (of this plan's key) and the USM memory of their arrays."""
+        """Launch with these arguments (of this plan's key) and the zero-copy entries of their arrays."""
         if self.generation != _generation[0]:
             return False
         for scope, name, value in self.plain_reads:
@@ -265,8 +268,10 @@ class LaunchPlan:
             if not args[self.array_pos[n]].flags.writeable:
                 return False   # the full path raises the read-only error
         kargs = self.template.copy()
-        for slot, n in self.mem_slots:
-            kargs[slot] = mems[n]
+        for slot, n, i in self.mem_slots:
+            v = kargs[slot] = mems[n][i]
+            if v is None:   # host memory (remembered by an "addr" launch) for a pointer argument
+                return False
         for slot, pos, ctype, lo, hi in self.scalar_slots:
             v = args[pos]
             if lo is not None and not lo <= v <= hi:

@@ -19,7 +19,8 @@ runs as one launch over the stacked rows when ``a``'s batch and row dimensions c
 Each new (M, N, K, dtypes, layouts) is autotuned over ``xejit.kernels.gemm.CONFIGS[target]``
 (configs that do not fit the target or are far larger than the problem are pruned first); the
 choice is kept in memory and under ``XEJIT_CACHE_DIR``. ``XEJIT_MATMUL_TUNE`` limits the trials
-(``0``: none, take the best-ranked config; ``N``: the N best-ranked; ``all``, the default).
+(``0`` or ``1``, the default: none, build only the config the cost model ranks best; ``N``: time the
+N best-ranked; ``all``: build and time every config).
 
 Example:
     >>> import numpy as np, xejit
@@ -228,12 +229,20 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, **_):
     return padded / min(wgs, 4 * cores) * (1 + 8 / BM + 8 / BN + 4 / BK)
 
 
+#: configs a new shape builds when ``XEJIT_MATMUL_TUNE`` is unset (see :func:`tune_limit`)
+DEFAULT_TUNE_LIMIT = 1
+
+
 def tune_limit(target: str) -> int | None:
-    """How many configs a new shape runs (``XEJIT_MATMUL_TUNE``: 0 = no trials, take the best
-    ranked config; N = the N best ranked; ``all``); default: all."""
+    """How many configs a new shape builds and times (``XEJIT_MATMUL_TUNE``: 0 or 1 = no trials,
+    build only the best-ranked config; N = the N best ranked; ``all`` = every config, None).
+
+    Default 1: each config costs a compile and a driver build (~0.4 s of CPU on the CPU device,
+    seconds for a GPU), so a cold first call building 4 took 2-5 s; the cost model's pick was
+    within ~15% of full tuning's on the shapes measured (docs/autotune-and-matmul.md)."""
     v = options.current().matmul_tune or ""
     if v in ("", "default"):
-        return None
+        return DEFAULT_TUNE_LIMIT
     if v == "all":
         return None
     try:

@@ -22,6 +22,8 @@ notebook) is honoured at the next compile or launch, and nothing is parsed twice
                           ``XEJIT_MATMUL_TUNE_WARMUP_MS`` / ``_REP_MS`` (10 / 40 ms)
 ``XEJIT_ATTENTION_TUNE``  the same for ``xejit.attention`` (``XEJIT_ATTENTION_TUNE_WARMUP_MS`` /
                           ``_REP_MS``)
+``XEJIT_HOST_ARRAYS``     ``copy``: stage numpy / torch CPU arrays in USM memory even on a device
+                          that reads host memory (default: passed by address, no copy)
 ========================  ===============================================================
 
 Flags are off when unset, empty, ``0``, ``false``, ``no`` or ``off`` (any case).
@@ -49,7 +51,7 @@ _NAMES = ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_DEVICE", "XEJIT_DEBUG", "XE
           "XEJIT_DUMP", "XEJIT_DEVICE_BUILD", "XEJIT_CACHE_DIR", "XEJIT_TOOLCHAIN_DIR", "XEJIT_OCLOC",
           "XEJIT_PRINT_AUTOTUNING", "XEJIT_VALIDATE", "XEJIT_MATMUL_TUNE", "XEJIT_MATMUL_TUNE_WARMUP_MS",
           "XEJIT_MATMUL_TUNE_REP_MS", "XEJIT_ATTENTION_TUNE", "XEJIT_ATTENTION_TUNE_WARMUP_MS",
-          "XEJIT_ATTENTION_TUNE_REP_MS")
+          "XEJIT_ATTENTION_TUNE_REP_MS", "XEJIT_HOST_ARRAYS")
 _OFF = ("", "0", "false", "no", "off")
 
 # CPython keeps os.environ's contents in a dict of encoded keys; reading it directly is a dict
@@ -66,7 +68,7 @@ if not isinstance(_DATA, dict):
 
 #: the variables that change what a launch of an already compiled kernel runs (the interpreter,
 #: an emulated target, the device, a debug build); the rest only matter when compiling or tuning
-LAUNCH_NAMES = ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_DEVICE", "XEJIT_DEBUG")
+LAUNCH_NAMES = ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_DEVICE", "XEJIT_DEBUG", "XEJIT_HOST_ARRAYS")
 _LAUNCH_KEYS = tuple(os.environ.encodekey(n) for n in LAUNCH_NAMES) if _DATA is not None else ()
 
 
@@ -110,6 +112,7 @@ class Options:
     attention_tune: str | None = None
     attention_tune_warmup_ms: float = 10.0
     attention_tune_rep_ms: float = 40.0
+    host_arrays: str | None = None
 
 
 def _ms(env: dict, name: str, default: float) -> float:
@@ -144,7 +147,15 @@ def _parse(values: tuple) -> Options:
         attention_tune=(env["XEJIT_ATTENTION_TUNE"] or "").strip().lower() or None,
         attention_tune_warmup_ms=_ms(env, "XEJIT_ATTENTION_TUNE_WARMUP_MS", defaults.attention_tune_warmup_ms),
         attention_tune_rep_ms=_ms(env, "XEJIT_ATTENTION_TUNE_REP_MS", defaults.attention_tune_rep_ms),
+        host_arrays=_host_arrays(env["XEJIT_HOST_ARRAYS"]),
     )
+
+
+def _host_arrays(v: str | None) -> str | None:
+    v = (v or "").strip().lower() or None
+    if v not in (None, "copy", "address"):
+        raise XejitValueError(f"XEJIT_HOST_ARRAYS must be 'copy' or 'address', got {v!r}")
+    return v
 
 
 _last: tuple[tuple[str | None, ...], Options] | None = None

@@ -209,10 +209,31 @@ def test_tune_limit(monkeypatch):
     monkeypatch.setenv("XEJIT_MATMUL_TUNE", "all")
     assert tune_limit("generic") is None
     monkeypatch.setenv("XEJIT_MATMUL_TUNE", "")
-    assert tune_limit("generic") is None and tune_limit("pvc") is None
+    assert tune_limit("generic") == 1 and tune_limit("pvc") == 1   # the default: the best-ranked config only
     monkeypatch.setenv("XEJIT_MATMUL_TUNE", "lots")
     with pytest.raises(xejit.XejitError, match="XEJIT_MATMUL_TUNE"):
         tune_limit("generic")
+
+
+def test_cold_first_call_builds_one_config(monkeypatch, tmp_path):
+    """With XEJIT_MATMUL_TUNE unset and an empty cache directory, a new shape compiles only the
+    config the cost model ranks best (a cold first call used to build and time every config)."""
+    import xejit.device_launch as dl
+    monkeypatch.delenv("XEJIT_MATMUL_TUNE", raising=False)
+    monkeypatch.setenv("XEJIT_CACHE_DIR", str(tmp_path))
+    dl.clear_memory_caches()
+    built = []
+    real = dl.compile_kernel
+    monkeypatch.setattr(dl, "compile_kernel", lambda *a, **k: (built.append(a[0]), real(*a, **k))[1])
+    rng = np.random.default_rng(16)
+    a, b = rand(rng, (M + 5, K), "float32"), rand(rng, (K, N + 2), "float32")   # a shape no other test tuned
+    tuner = gemm_tuner()
+    out = xejit.matmul(a, b)
+    check(out, reference(a, b), "float32")
+    record = next(r for k, r in tuner.records.items() if tuple(k[:3]) == (M + 5, N + 2, K))
+    assert record.timings == {}
+    if not xejit.options.current().interpret:
+        assert len(built) == 1
 
 
 @requires_device

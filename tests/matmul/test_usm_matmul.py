@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import xejit
+from tests.helpers import array_addresses
 from xejit.errors import XejitError
 from xejit.matmul import MatmulError
 from xejit.runtime import default_device, launch
@@ -30,7 +31,7 @@ def spy(monkeypatch):
 
     def marshal(kernel, values, queue=None):
         m = real(kernel, values, queue)
-        seen.append({"queue": queue, "ptrs": [a._pointer for a in m.args if hasattr(a, "_pointer")],
+        seen.append({"queue": queue, "ptrs": array_addresses(kernel, m),
                      "copy_back": list(m.copy_back)})
         return m
     monkeypatch.setattr(launch, "_marshal", marshal)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import xejit
+from tests.helpers import array_addresses
 import xejit.language as xl
 from xejit.errors import XejitError
 from xejit.runtime import default_device, launch, usm
@@ -47,7 +48,7 @@ def spy(monkeypatch):
 
     def marshal(kernel, values, queue=None):
         m = real(kernel, values, queue)
-        seen.append({"queue": queue, "ptrs": [a._pointer for a in m.args if hasattr(a, "_pointer")],
+        seen.append({"queue": queue, "ptrs": array_addresses(kernel, m),
                      "copy_back": list(m.copy_back)})
         return m
     monkeypatch.setattr(launch, "_marshal", marshal)

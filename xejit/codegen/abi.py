@@ -13,20 +13,30 @@ from ..errors import CompilerError
 from ..ir.core import ArrayType, Function, ScalarType
 from .passes.common import written_arrays
 
-__all__ = ["kernel_abi"]
+__all__ = ["kernel_abi", "POINTER_KINDS", "ADDRESS_KINDS", "ARRAY_KINDS", "WRITTEN_KINDS"]
+
+#: the kinds of array arguments: passed as pointers, or as 64-bit addresses
+POINTER_KINDS = ("ptr", "ptr_in")
+ADDRESS_KINDS = ("addr", "addr_in")
+ARRAY_KINDS = POINTER_KINDS + ADDRESS_KINDS
+WRITTEN_KINDS = ("ptr", "addr")
 
 
-def kernel_abi(fn: Function, written: set[int] | None = None) -> tuple[list[str], list[tuple[int, str, str]]]:
+def kernel_abi(fn: Function, written: set[int] | None = None,
+               addresses: bool = False) -> tuple[list[str], list[tuple[int, str, str]]]:
     """Runtime argument kinds and the expansion plan ``(python_param_index, kind, what)``, what in
     ptr / shape<d> / stride<d> / value. Arrays the kernel writes (``written``, by default found
-    in the IR) are "ptr", the others "ptr_in"."""
+    in the IR) are "ptr", the others "ptr_in"; with ``addresses`` they are "addr" / "addr_in":
+    a 64-bit integer address the kernel casts to a global pointer, so the launcher can pass any
+    memory the device reaches (plain host memory on a device with system USM allocations), which
+    dpctl refuses as a pointer argument."""
     written = written_arrays(fn) if written is None else written
     kinds: list[str] = []
     plan: list[tuple[int, str, str]] = []
     for i, a in enumerate(fn.args):
         t = a.type
         if isinstance(t, ArrayType):
-            kind = "ptr" if id(a) in written else "ptr_in"
+            kind = ("addr" if addresses else "ptr") + ("" if id(a) in written else "_in")
             kinds.append(kind)
             plan.append((i, kind, "ptr"))
             for w in ("shape", "stride"):

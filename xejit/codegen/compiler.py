@@ -344,7 +344,8 @@ def device_build_required() -> bool:
 
 def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups: int | None = None,
                    num_stages: int = 3, grf_mode: str = "default", emulate: bool = False,
-                   binary_cache: Any = None, debug: bool = False, _span_checks: bool = True) -> CompiledKernel:
+                   binary_cache: Any = None, debug: bool = False, addresses: bool = False,
+                   _span_checks: bool = True) -> CompiledKernel:
     """Compile one XeTile kernel for ``target``; with ``XEJIT_VALIDATE=1`` (set by the test suite)
     every SPIR-V module is checked by spirv-val before it is returned.
 
@@ -357,6 +358,9 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     out-of-range offset through a hidden last argument (``CompiledKernel.debug_sites``,
     :mod:`xejit.codegen.bounds_debug`). ``_span_checks=False`` compiles gathers and scatters
     without their bounds check -- memory-unsafe, for ``benchmarks/bench_gather_bounds.py`` only.
+    ``addresses`` (a launch on a device with system USM allocations): the generic lowering takes
+    arrays as 64-bit addresses ("addr" kinds, codegen/abi.py), so host arrays need no copy; the
+    XeGPU lowering keeps pointer arguments (its signature tells the launcher which it got).
     """
     spirv.prestart_emitter()   # its start-up (~0.15 s) overlaps the stages before emission
     if isinstance(fn, Module):
@@ -414,7 +418,7 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
             raise CompilerError(f"the XeGPU lowering of {tgt.name!r} does not support XEJIT_DEBUG=1")
     else:
         path = "generic"
-        lw = st.run("lower", lower_generic, sg, tgt, nsg, debug, _span_checks)
+        lw = st.run("lower", lower_generic, sg, tgt, nsg, debug, _span_checks, addresses)
         debug_sites = lw.debug_sites
         llmod, extensions = lw.module, tgt.spirv_extensions
         kinds, plan = lw.arg_kinds, lw.arg_plan

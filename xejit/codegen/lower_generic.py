@@ -20,7 +20,7 @@ from ..ir.core import (ArrayType, Function, Operation, ScalarType, TileType,
                        VectorType, bf16, f16, f32, round_to_bf16)
 from . import bounds_debug
 from . import builtins as bi
-from .abi import kernel_abi
+from .abi import ADDRESS_KINDS, POINTER_KINDS, kernel_abi
 from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
                             int_to_bool, join_phis, reg_type, safe_int_division, wrap_signed)
 from .passes.common import CompilerError, written_arrays
@@ -128,7 +128,7 @@ class GenericLowering(LoweringBase):
     """Lowers one subgroup-level function; ``module`` is the llvmlite module after :meth:`run`."""
 
     def __init__(self, fn: Function, target, num_subgroups: int, debug: bool = False,
-                 span_checks: bool = True):
+                 span_checks: bool = True, addresses: bool = False):
         if fn.attributes.get("level") != "subgroup":
             raise CompilerError(f"generic lowering needs subgroup-level IR (level='subgroup'), got "
                                 f"{fn.attributes.get('level')!r}")
@@ -141,14 +141,14 @@ class GenericLowering(LoweringBase):
         self.env: dict[int, Any] = {}
         self.written: set[int] = set()
         self._mark_written()
-        self.arg_kinds, self.arg_plan = kernel_abi(fn, self.written)
+        self.arg_kinds, self.arg_plan = kernel_abi(fn, self.written, addresses)
         # XEJIT_DEBUG=1: a hidden report buffer, the last argument (codegen/bounds_debug.py)
         self.debug_sites: list[dict] | None = [] if debug else None
         self._span_checks = span_checks   # False only for benchmarks/bench_gather_bounds.py
         if debug:
             self.arg_kinds = self.arg_kinds + ["ptr"]
             self.arg_plan = self.arg_plan + [bounds_debug.PLAN_STEP]
-        params = [bi.GLOBAL if k in ("ptr", "ptr_in") else F32 if k == "f32" else I64 for k in self.arg_kinds]
+        params = [bi.GLOBAL if k in POINTER_KINDS else F32 if k == "f32" else I64 for k in self.arg_kinds]
         self.llfn = bi.kernel(self.module, fn.name, params, subgroup_size=self.S)
         self.b = ir.IRBuilder(self.llfn.append_basic_block("entry"))
         b = self.b
@@ -164,6 +164,8 @@ class GenericLowering(LoweringBase):
             t = a.type
             if isinstance(t, ArrayType):
                 ptr = self.llfn.args[pi]
+                if self.arg_kinds[pi] in ADDRESS_KINDS:   # an address: the pointer is made here
+                    ptr = b.inttoptr(ptr, bi.GLOBAL, name=f"{a.name_hint or 'arg'}_ptr")
                 dims = list(self.llfn.args[pi + 1:pi + 1 + t.rank])
                 strides = list(self.llfn.args[pi + 1 + t.rank:pi + 1 + 2 * t.rank])
                 pi += 1 + 2 * t.rank
@@ -1237,12 +1239,13 @@ for _c in ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.
 
 
 def lower(fn: Function, target, num_subgroups: int, debug: bool = False,
-          span_checks: bool = True) -> GenericLowering:
+          span_checks: bool = True, addresses: bool = False) -> GenericLowering:
     """xetile-sg -> LLVM IR. Returns the lowering object (``.module``, ``.arg_kinds``,
     ``.arg_plan``, ``.report``, ``.debug_sites``). ``debug``: report out-of-range gathers and
     scatters (``XEJIT_DEBUG=1``, codegen/bounds_debug.py); ``span_checks=False`` drops the span
-    check of gathers and scatters -- memory-unsafe, for benchmarks/bench_gather_bounds.py only."""
-    lw = GenericLowering(fn, target, num_subgroups, debug=debug, span_checks=span_checks)
+    check of gathers and scatters -- memory-unsafe, for benchmarks/bench_gather_bounds.py only.
+    ``addresses``: arrays are passed as 64-bit addresses (codegen/abi.py)."""
+    lw = GenericLowering(fn, target, num_subgroups, debug=debug, span_checks=span_checks, addresses=addresses)
     lw.run()
     if lw.debug_sites is not None:
         lw.debug_sites = [{k: v for k, v in s.items() if k != "_op"} for s in lw.debug_sites]

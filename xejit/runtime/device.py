@@ -43,6 +43,9 @@ class Device:
     sycl_device: object
     queue: object = field(repr=False)
     target: str
+    #: the device reads and writes plain host memory (the ``usm_system_allocations`` aspect):
+    #: kernels compiled for it take arrays as addresses, and host arrays are passed without a copy
+    system_memory: bool = False
 
     @property
     def name(self) -> str:
@@ -75,7 +78,13 @@ def _wrap(sycl_device) -> Device:
         queue = dpctl.SyclQueue(sycl_device)
     except Exception as e:  # dpctl raises its own types; the user sees one xejit error
         raise DeviceError(f"cannot create a queue on {sycl_device.name}: {e}") from None
-    return Device(sycl_device, queue, detect_target(sycl_device.name, sycl_device.is_gpu))
+    return Device(sycl_device, queue, detect_target(sycl_device.name, sycl_device.is_gpu),
+                  _system_memory(sycl_device))
+
+
+def _system_memory(sycl_device) -> bool:
+    """Whether the device's kernels reach plain host memory (SYCL's ``usm_system_allocations``)."""
+    return bool(getattr(sycl_device, "has_aspect_usm_system_allocations", False))
 
 
 def devices() -> list[Device]:
@@ -142,6 +151,6 @@ def device_for_queue(queue) -> Device:
     got = _by_context.get(key)
     if got is None:
         sd = queue.sycl_device
-        got = _by_context[key] = Device(sd, queue, detect_target(sd.name, sd.is_gpu))
+        got = _by_context[key] = Device(sd, queue, detect_target(sd.name, sd.is_gpu), _system_memory(sd))
     return got
 

@@ -3,6 +3,9 @@
 A kernel's signature lists one kind per argument:
 
 - ``"ptr"``: an array the kernel may write; ``"ptr_in"``: an array it only reads.
+  ``"addr"`` / ``"addr_in"`` (kernels compiled for a device with system USM allocations,
+  codegen/abi.py): the same, passed as the 64-bit address of its first element, which lets numpy
+  arrays and torch CPU tensors go to the kernel without a copy and be written in place.
   Accepted: numpy arrays, row- or column-major with a possibly padded outer stride (copied into
   USM shared memory with their strides and, for ``"ptr"``, back out),
   numpy arrays that already live in USM memory (see :func:`xejit.runtime.usm.empty`; zero-copy),
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ArgumentError, ArgumentValueError, LaunchError
+from ..codegen.abi import ADDRESS_KINDS, ARRAY_KINDS, POINTER_KINDS, WRITTEN_KINDS
 from .device import Device
 from .usm_array import from_object
 
@@ -43,7 +47,7 @@ _SCALARS = {
     "f32": (ctypes.c_float, np.float32), "f64": (ctypes.c_double, np.float64),
     "f16": (ctypes.c_uint16, np.float16),  # passed as its bits: ctypes has no half type
 }
-ARG_KINDS = ("ptr", "ptr_in", *_SCALARS)
+ARG_KINDS = (*ARRAY_KINDS, *_SCALARS)
 _INT_RANGE = {k: (int(np.iinfo(t).min), int(np.iinfo(t).max)) for k, (_, t) in _SCALARS.items() if k[0] in "iu"}
 
 
@@ -145,6 +149,7 @@ class _StagingPool:
     def __init__(self):
         self._free: dict[tuple[int, int], tuple[object, list]] = {}
         self._bytes = 0
+        self.taken = 0   # staging buffers handed out so far: one per host array copied for a launch
         self._lock = threading.Lock()
 
     @staticmethod
@@ -158,6 +163,7 @@ class _StagingPool:
 
         size = self.size_for(nbytes)
         with self._lock:
+            self.taken += 1
             hit = self._free.get((id(queue), size))
             if hit is not None and hit[1]:
                 self._bytes -= size
@@ -185,9 +191,10 @@ def release_staging_buffers() -> None:
     _staging.clear()
 
 
-#: id(numpy array in USM) -> (weak reference to it, queue, the USM argument dpctl takes, its
-#: address % 16): an array's memory never moves (numpy cannot rebind ``data``), so a relaunch
-#: with the same array skips the owner search
+#: id(numpy array) -> (weak reference to it, queue, the USM argument dpctl takes (None for host
+#: memory passed by address), its address % 16, its address as the "addr" kinds take it): an
+#: array's memory never moves (numpy cannot rebind ``data``), so a relaunch with the same array
+#: skips the owner search
 _zero_copy: dict[int, tuple] = {}
 
 
@@ -204,17 +211,19 @@ def _remember_zero_copy(arr: np.ndarray, queue, arg, ptr: int) -> tuple | None:
         return None
     if len(_zero_copy) > 1024:
         _zero_copy.clear()
-    entry = _zero_copy[id(arr)] = (ref, queue, arg, ptr % 16)
+    entry = _zero_copy[id(arr)] = (ref, queue, arg, ptr % 16, ctypes.c_uint64(ptr))
     return entry
 
 
-def zero_copy_entry(arr: np.ndarray, queue, ptr: int) -> tuple | None:
+def zero_copy_entry(arr: np.ndarray, queue, ptr: int, by_address: bool = False) -> tuple | None:
     """The remembered zero-copy entry (see ``_zero_copy``) of a numpy array at address ``ptr`` in
     USM memory of ``queue``'s context, made now; None when it is not such an array (it would be
-    staged). The caller has checked its layout (``xejit.launch_plan``: same strides as a launch
-    that passed the checks)."""
+    staged). ``by_address`` (a kernel taking only "addr" kinds): any host array is. The caller
+    has checked its layout (``xejit.launch_plan``: same strides as a launch that passed the checks)."""
     import dpctl.memory as dm
 
+    if by_address:
+        return _remember_zero_copy(arr, queue, None, ptr)
     owner = _usm_owner(arr)
     if owner is None:
         return None
@@ -268,32 +277,44 @@ def _marshal(kernel: "Kernel", values: Sequence, queue=None) -> _Marshalled:
     queue = queue if queue is not None else kernel.device.queue
     out = _Marshalled([])
     for i, (kind, value) in enumerate(zip(kernel.signature, values)):
-        if kind in ("ptr", "ptr_in") and type(value) is np.ndarray:
+        if kind in ARRAY_KINDS and type(value) is np.ndarray:
             hit = _zero_copy.get(id(value))
             if hit is not None and hit[0]() is value and hit[1] is queue and (
-                    kind == "ptr_in" or value.flags.writeable):
-                out.args.append(hit[2])
-                continue
+                    kind not in WRITTEN_KINDS or value.flags.writeable):
+                if kind in ADDRESS_KINDS:
+                    out.args.append(hit[4])
+                    continue
+                if hit[2] is not None:   # (None: host memory an "addr" kernel was given)
+                    out.args.append(hit[2])
+                    continue
         name = f"{kernel.name}: argument {i}"
-        if kind in ("ptr", "ptr_in"):
+        if kind in ARRAY_KINDS:
+            by_address = kind in ADDRESS_KINDS
             usm = None if isinstance(value, np.ndarray) else from_object(value, name)
             if usm is not None:   # torch XPU tensors, DLPack oneAPI and SUAI arrays: no copy
-                out.args.append(_marshal_usm_array(usm, queue, kind, name))
+                mem = _marshal_usm_array(usm, queue, kind, name)
+                out.args.append(ctypes.c_uint64(usm.ptr) if by_address else mem)
                 continue
             if not isinstance(value, np.ndarray) and hasattr(value, "__sycl_usm_array_interface__"):
-                if kind == "ptr" and _suai_read_only(value):
+                if kind in WRITTEN_KINDS and _suai_read_only(value):
                     raise ArgumentValueError(f"{name}: the kernel writes this array but it is read-only")
                 try:
-                    out.args.append(dm.as_usm_memory(value))
+                    mem = dm.as_usm_memory(value)
                 except Exception as e:
                     raise ArgumentError(f"{name}: cannot use this USM array: {e}") from None
+                out.args.append(ctypes.c_uint64(mem._pointer) if by_address else mem)
                 continue
             arr = _as_numpy(value, name)
             if arr is None:
                 raise ArgumentError(f"{name} must be an array (numpy, torch, dpctl/dpnp), got {type(value).__name__}")
             _check_layout(arr, name)
-            if kind == "ptr" and not arr.flags.writeable:   # before anything is staged or launched
+            if kind in WRITTEN_KINDS and not arr.flags.writeable:   # before anything is staged or launched
                 raise ArgumentValueError(f"{name}: the kernel writes this array but it is read-only")
+            if by_address:   # the device reads host memory: the array itself, written in place
+                ptr = arr.__array_interface__["data"][0]
+                entry = _remember_zero_copy(arr, queue, None, ptr) if arr is value else None
+                out.args.append(entry[4] if entry is not None else ctypes.c_uint64(ptr))
+                continue
             owner = _usm_owner(arr)
             same_context, base = _usm_info(owner, queue) if owner is not None else (False, 0)
             if same_context:
