@@ -250,7 +250,8 @@ PICK_PER_DPAS = {"pvc": 1.65, "bmg": 1.4}
 @pytest.mark.parametrize("dtype", ["fp16", pytest.param("bf16", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("target", ["pvc", "bmg"])
 def test_library_pick_for_4096_cubed_is_spill_free_and_dense(target, dtype, monkeypatch):
-    from xejit import matmul as mm
+    import importlib
+    mm = importlib.import_module("xejit.matmul")   # the module: xejit.matmul is also the function
     monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
     monkeypatch.setattr(mm, "_TUNERS", {})
     if dtype == "bf16":
