@@ -262,7 +262,7 @@ def test_library_pick_for_4096_cubed_is_spill_free_and_dense(target, dtype, monk
     tuner = mm.gemm_tuner(target)
     kw = {"ACC": f32, "HAS_BIAS": False, "ACT": None}
     named = tuner._named((a, b, c, c, 4096, 4096, 4096), kw)
-    keep, pruned = tuner.prune(named, kw, target=target)
+    keep, _ = tuner.prune(named, kw, target=target)
     assert len(keep) == 1, keep
     pick = keep[0]
     assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (256, 256, 64, 32), pick
