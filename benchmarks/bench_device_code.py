@@ -106,6 +106,24 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def picks(rows: list[dict]) -> list[dict]:
+    """Per target, dtype and variant, the row of the config the autotuner launches for 4096^3 without
+    timing runs (``XEJIT_MATMUL_TUNE=0``): of the configs neither its resource model nor Intel's
+    compiler prunes (spill, private memory in the hot loop), the first by ``matmul._perf_model``
+    in ``configs_for`` order. With timing runs on a GPU it times these same configs."""
+    from xejit.matmul import _perf_model
+    out, groups = [], {}
+    for r in rows:
+        groups.setdefault((r["target"], r["dtype"], r["variant"]), []).append(r)
+    for grp in groups.values():
+        ok = [r for r in grp if "error" not in r and r["static"] == "fits" and not r["spill_bytes"]
+              and not ((r.get("hot_loop") or {}).get("private_sends"))]
+        if ok:
+            out.append(min(ok, key=lambda r: _perf_model(4096, 4096, 4096, **dict(zip(
+                ("BM", "BN", "BK"), map(int, r["config"].split("/")[0].split("x")))))))
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--targets", nargs="+", default=["pvc", "bmg", "lnl", "ptl", "dg2"])
@@ -125,8 +143,10 @@ def main() -> int:
         rows = list(pool.map(one, jobs))
     print(f"Intel's compiler: {tc.describe()}; {len(rows)} builds in {time.perf_counter() - t0:.0f} s")
     print(table(rows))
+    print("\nthe autotuner's pick for 4096^3 (no timing runs: its perf model over the configs it keeps):")
+    print(table(picks(rows)))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"toolchain": tc.describe(), "rows": rows}, indent=1))
+    Path(args.out).write_text(json.dumps({"toolchain": tc.describe(), "rows": rows, "picks": picks(rows)}, indent=1))
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -177,19 +177,27 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
 
     The subgroup layout is the split of ``num_subgroups`` over (M, N) that divides the tile and
     needs the fewest bytes; a subgroup holds its accumulator block and one k-step of its A and B
-    operand blocks in registers. Returns ``{"sg_layout", "sg_tile", "bytes", "registers",
-    "register_limit", "problems": [reasons the config cannot fit]}``.
+    operand blocks in registers (32 rows of K of 16/32-bit operands on targets with 2D block IO).
+    Returns ``{"sg_layout", "sg_tile", "bytes", "registers", "register_limit", "problems":
+    [reasons the config cannot fit]}``.
     """
     t = get_target(target) if isinstance(target, str) else target
     nsg = num_subgroups or 1
     a_t, b_t, c_t, acc_t = (_elem(x) for x in (a_type, b_type, c_type, acc_type))
     problems: list[str] = []
+    # Operands live per k-step: with 2D block IO, Intel's compiler issues the 16- and 32-bit loads
+    # of each 32-deep K-slice next to that slice's DPAS and reuses the registers of the slice
+    # before, so about 32 rows of K of A and B are live, not the whole BK (measured with
+    # benchmarks/bench_device_code.py, pvc and bmg: fp16/bf16 32x32 tiles BK=128 and 32x64 BK=64,
+    # tf32 32x32 BK=64 and 128 build with 0 spill; tf32 32x64 BK=32 spills 13 KB). 8-bit operands
+    # (int8 32x64 BK=64 spills) and targets without block IO keep the whole k-step.
+    kl = min(BK, 32) if t.block_io is not None and a_t.bitwidth in (16, 32) else BK
     best = None
     for sgm, sgn in _subgroup_layouts(nsg):
         if BM % sgm or BN % sgn:
             continue
         sm, sn = BM // sgm, BN // sgn
-        parts = (sm * sn * acc_t.itemsize, sm * BK * a_t.itemsize, BK * sn * b_t.itemsize)
+        parts = (sm * sn * acc_t.itemsize, sm * kl * a_t.itemsize, kl * sn * b_t.itemsize)
         if best is None or sum(parts) < sum(best[2]):
             best = ((sgm, sgn), (sm, sn), parts)
     out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
@@ -210,8 +218,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         if regs > limit:
             acc_r, a_r, b_r = (math.ceil(p / rf.bytes_each) for p in parts)
             problems.append(
-                f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{BK}: "
-                f"{a_r}, B {BK}x{sn}: {b_r}) but {t.name} leaves {limit} for tile data in grf_mode "
+                f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{kl}: "
+                f"{a_r}, B {kl}x{sn}: {b_r}) but {t.name} leaves {limit} for tile data in grf_mode "
                 f"{grf_mode!r} ({large or rf.count} less {rf.reserved} the compiler needs)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)
