@@ -128,12 +128,13 @@ class BlockReads:
             j += k
         return out
 
-    def block_read_words(self, td, t, rtypes, mode: str, pad=None) -> list:
+    def block_read_words(self, td, t, rtypes, mode: str, pad=None, gather: bool = False) -> list:
         """The :class:`Words` of each array block of a block-read load. With ``pad`` (a block
         that may leave the view) each row is read by one block read when it lies in the view
         and is 4-byte aligned, else element by element with bounds checks (``pad`` outside):
         a uniform branch per row, so boundary tiles still read their inner rows as blocks and
-        only a row's elements are live in the per-element code."""
+        only a row's elements are live in the per-element code. ``gather``: every row element
+        by element (with ``pad``), no block read and no branch."""
         b = self.b
         h, w = t.shape
         count = len(rtypes)
@@ -149,6 +150,8 @@ class BlockReads:
             return b.gep(td.arr.ptr, [off], inbounds=pad is None, source_etype=ir.IntType(8 * eb))
 
         def read_row(r: int) -> list:
+            if gather:
+                return self._gather_row(td, t, count, b.add(td.row, I64(r)), kind, pad)
             if pad is None:
                 return self._read(row_ptr(r), bits, count)
             row, p = b.add(td.row, I64(r)), row_ptr(r)
@@ -177,6 +180,11 @@ class BlockReads:
             for a in range(count):
                 out[a].append(ws if count == 1 else b.extract_element(ws, I32(a)))
         return [Words(ws, rt) for ws, rt in zip(out, rtypes)]
+
+    def gathered_words(self, td, t, rt: VectorType, mode: str, pad) -> Words:
+        """The :class:`Words` of one array block (at ``td``'s position) gathered element by
+        element with bounds checks (``pad`` outside): straight-line code, no block read."""
+        return self.block_read_words(td, t, [rt], mode, pad, gather=True)[0]
 
     def _gather_row(self, td, t, count: int, row, kind: str, pad) -> list:
         """This lane's units of one row of every array block, element by element with bounds

@@ -55,7 +55,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 from llvmlite import ir
@@ -71,7 +71,7 @@ from . import block_payload as bp
 from . import builtins as bi
 from . import emulation as emu
 from .abi import kernel_abi
-from .block_reads import BlockReads, Words
+from .block_reads import BlockReads, Words, words_count
 from .transposed_dpas import TLoad, TransposedDpas, TSlice
 from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
                             int_to_bool, join_phis, safe_int_division)
@@ -91,6 +91,11 @@ _IBIN = {k: v[1] for k, v in bi.BINARY.items()
          if v[1] and k not in _IMINMAX and v[1] != "floordiv"}
 # Per-lane fallback accesses up to this many elements are unrolled (constant buffer indices).
 _UNROLL_ELEMENTS = 128
+#: no block IO: a DPAS operand load of at least this many 32-bit words a lane, outside the fast
+#: version of a k-loop, is gathered at each DPAS (``Deferred``). Attention's V (16x64 fp16, 64
+#: words with 8 lanes) needs it; GEMM's smaller cold-version loads measured better at the load
+#: (fp16 32x64x32/16sg: 58.5 instead of 61.5 instructions per DPAS)
+_DEFERRED_WORDS = 32
 
 
 def reg_type(t: ScalarType) -> ir.Type:
@@ -176,6 +181,13 @@ class Lazy:
     unit: ir.Type
     off: int
     type: VectorType
+
+
+@dataclass
+class Deferred:
+    """A block load made where its DPAS takes it (``read()`` emits it there), not where the
+    load is: only that block's words are live, not every array block's at once."""
+    read: Callable[[], Any]
 
 
 def _i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
@@ -968,9 +980,10 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
                 b.store(b.bitcast(b.select(inb, v, pad), unit), slot)
 
     def load_by_block_reads(self, op: Operation, td: TD, t, rtypes, mode: str, pad) -> None:
-        """No 2D block IO (dg2): subgroup block reads of whole rows into registers -- unchecked in
-        the fast version of a k-loop versioned on them, else behind a bounds test per row with
-        the row gathered per element when it leaves the view (codegen/block_reads.py)."""
+        """No 2D block IO (dg2): subgroup block reads of whole rows into registers, unchecked in
+        the fast version of a k-loop versioned on them (codegen/block_reads.py). Elsewhere a DPAS
+        operand is gathered per element without branches (at its DPAS when that is in the same
+        block: :class:`Deferred`), any other load reads each row behind a bounds test."""
         kind = self.block_read_kind(t, mode)
         role = self.tplan.loads.get(id(op)) if self.tplan is not None and td.reads_in_bounds is not None else None
         if role is not None:     # C^T = B^T A^T: per-lane row loads when a DPAS asks (transposed_dpas.py)
@@ -978,14 +991,46 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             for a, r in enumerate(op.results):
                 self.env[id(r)] = TLoad(role, td, a, t.shape[1], len(rtypes), cache, not td.reads_in_bounds)
             return
+        many = sum(words_count(rt, self.sg) for rt in rtypes) >= _DEFERRED_WORDS
+        if not td.reads_in_bounds and many and self.only_dpas_uses(op):
+            # not the fast version: each array block gathered per element at its DPAS, without
+            # branches. Attention fwd on dg2 (D=64 fp16, V 16x64 a subgroup) spilled 3424 B with
+            # per-row block-read-or-gather branches (their phis hold all 64 words of V at once),
+            # 3936 B gathered where the load is, 0 at the DPAS (the fast version keeps reads)
+            w = t.shape[1]
+            for a, (r, rt) in enumerate(zip(op.results, rtypes)):
+                tda = td.moved(td.row, self.b.add(td.col, I64(a * w)))
+                self.env[id(r)] = Deferred(lambda tda=tda, rt=rt: self.words_value(
+                    self.gathered_words(tda, t, rt, mode, pad)))
+            self.instructions[f"per-element gather ({kind}) at its DPAS"] += 1
+            return
         if td.reads_in_bounds:
             vals = self.block_read_words(td, t, rtypes, mode)
             self.instructions[f"subgroup block read ({kind})"] += 1
-        else:   # cold k-loop version, or no versioned loop: a bounds test per row
+        elif all(u.name == "xegpu.dpas" for r in op.results for u, _ in r.uses):
+            # a DPAS operand outside the loop (attention's Q): gathered without branches too
+            # (per-row branches: 32 B spill in attention fwd, above)
+            vals = self.block_read_words(td, t, rtypes, mode, pad, gather=True)
+            self.instructions[f"per-element gather ({kind}) of a DPAS operand"] += 1
+        else:   # a bounds test per row
             vals = self.block_read_words(td, t, rtypes, mode, pad)
             self.instructions[f"subgroup block read ({kind}) per row, bounds-checked"] += 1
         for r, x in zip(op.results, vals):
             self.env[id(r)] = self.words_value(x)
+
+    @staticmethod
+    def only_dpas_uses(op: Operation) -> bool:
+        """Every result of ``op`` is taken by DPAS ops of its own block only, and nothing between
+        the load and the last of them writes memory, synchronizes or holds a region: reading the
+        block at its DPAS reads what the load would have."""
+        blk = op.parent
+        users = [u for r in op.results for u, _ in r.uses]
+        if blk is None or not users or any(u.name != "xegpu.dpas" or u.parent is not blk for u in users):
+            return False
+        ops = blk.ops
+        start, last = ops.index(op), max(ops.index(u) for u in users)
+        return not any(o.regions or any(k in o.name for k in ("store", "atomic", "barrier", "fence", "call"))
+                       for o in ops[start + 1:last])
 
     def op_xegpu_store_nd(self, op: Operation) -> None:
         x = self.value(op.operands[0])
@@ -1419,6 +1464,9 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
         f = emu.declare_dpas(self.module, self.target, ty, ty, acc, m, emulate=self.emulate)
         at, bt, ct = f.function_type.args
         b = self.b
+        for v in op.operands[:2]:
+            if isinstance(self.env[id(v)], Deferred):     # read here (load_by_block_reads)
+                self.env[id(v)] = self.env[id(v)].read()
         ta = self.transposed_slice(self.env[id(op.operands[0])])
         if ta is not None:       # C^T += B^T A^T: B^T is the DPAS A operand (transposed_dpas.py)
             tb = self.transposed_slice(self.env[id(op.operands[1])])

@@ -106,8 +106,8 @@ _XE = {
 
 # Xe-HPG (Arc A / Flex): N=8 DPAS, K=16 for 16-bit types (so BN >= 16), 128 GRF of 32 bytes
 # (4 KB per thread) and no 2D block IO (loads are gathers, their addresses in registers too):
-# one query row per subgroup spills least at D=64 (3.4 KB since dg2's loads are block reads into
-# registers, which made its GEMM spill-free; it was 0 with rows staged through buffers);
+# one query row per subgroup is the only forward that does not spill at D=64 (its cold k-loop
+# version gathers V per element at each DPAS: with per-row branches it spilled 3.4 KB);
 # D=128 and the backward spill in every config of these kernels (each holds a whole K or V block
 # of D columns); the least bad is kept, with a warning.
 _DG2 = {
