@@ -6,36 +6,22 @@ import pytest
 import torch
 
 import xejit
-import xejit.language as xl
+from tests.kernels import matmul
 from xejit.runtime import default_device, launch
 
 pytestmark = pytest.mark.skipif(not default_device().system_memory,
                                 reason="the device does not read host memory (no usm_system_allocations)")
 
 
-@xejit.kernel
-def _mm_bias(a, b, c, M, N, K, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
-    m = xl.program_id(0) * BM
-    n = xl.program_id(1) * BN
-    ta = xl.init_tile(a, [m, 0], [BM, BK])
-    tb = xl.init_tile(b, [0, n], [BK, BN])
-    acc = xl.zeros([BM, BN], xl.float32)
-    for k in range(0, K, BK):
-        acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
-        ta = xl.update_tile_offset(ta, 0, BK)
-        tb = xl.update_tile_offset(tb, BK, 0)
-    xl.store_tile(xl.init_tile(c, [m, n], [BM, BN]), (acc + 0.5).to(c.dtype))
-
-
 M, N, K = 37, 45, 29
 
 
 def _launch(a, b, c):
-    _mm_bias[(xejit.cdiv(M, 8), xejit.cdiv(N, 16))](a, b, c, M, N, K, BM=8, BN=16, BK=8)
+    matmul[(xejit.cdiv(M, 8), xejit.cdiv(N, 16))](a, b, c, M, N, K, BM=8, BN=16, BK=8)
 
 
 def _ref(a, b):
-    return np.asarray(a, np.float64) @ np.asarray(b, np.float64) + 0.5
+    return np.asarray(a, np.float64) @ np.asarray(b, np.float64)
 
 
 @pytest.fixture
