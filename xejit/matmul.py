@@ -386,7 +386,8 @@ _PACKED_MIN_WORK = 1536 ** 3
 
 
 def _packed_applies(a: Any, b: Any, c: Any) -> bool:
-    """A large fp32 GEMM on a target without 2D block IO (the CPU device), host-visible result."""
+    """A large fp32 GEMM on a target without DPAS (the CPU device: the kernel is its register
+    microkernel), host-visible result."""
     M, K = a.shape
     N = b.shape[1]
     if M * N * K < _PACKED_MIN_WORK or min(M, N, K) < 64 or _interpreting() or _is_usm(c):
@@ -395,7 +396,7 @@ def _packed_applies(a: Any, b: Any, c: Any) -> bool:
         return False
     if _is_torch(c) and c.device.type != "cpu":
         return False
-    return not get_target(current_target()).has_block_io
+    return not get_target(current_target()).has_dpas
 
 
 _SCRATCH = threading.local()
