@@ -199,10 +199,17 @@ def _block_region(mem, eb, x0, y0, W, H, width, height):
     return out
 
 
-def _distribute(post, sg):
+def _distribute(post, sg, transposed=False):
     """Rows of a (padded) block to lanes (spec: three cases on padded width vs subgroup size);
-    returns (sg, n) values and a mask of the defined ones."""
+    returns (sg, n) values and a mask of the defined ones. A transposed row wider than the
+    subgroup fills cols / sg registers one after the other (lane l: columns l, l + sg, ...), as
+    Intel's compiler reads the send's destination registers, not the spec's consecutive
+    columns per lane."""
     rows, cols = post.shape
+    if transposed and cols > sg:
+        ept = cols // sg
+        vals = post.reshape(rows, ept, sg).transpose(2, 0, 1).reshape(sg, rows * ept)
+        return vals, np.ones(vals.shape, bool)
     if cols <= sg:
         rpg = sg // cols
         n = -(-rows // rpg)
@@ -238,7 +245,7 @@ def _model_load(kind, mem, sg, eb, W, H, count, width, height, x0, y0):
             padded = np.zeros((_p2(H), W), region.dtype)
             padded[:H] = region
             post = padded.T.copy()
-        vals, defined = _distribute(post, sg)
+        vals, defined = _distribute(post, sg, kind == "load_transpose")
         outs.append(vals)
         masks.append(defined)
     return np.concatenate(outs, axis=1), np.concatenate(masks, axis=1)
@@ -294,7 +301,8 @@ LOAD_CASES = [
     ("load_transform", 8, 16, 32, 1, 4, 1),
     ("load_transform", 8, 16, 32, 4, 0, 0),
     ("load_transpose", 32, 8, 16, 1, 1, 2),
-    ("load_transpose", 32, 8, 32, 1, 0, 0),
+    ("load_transpose", 32, 8, 32, 1, 0, 0),    # 32 rows: two registers per transposed row
+    ("load_transpose", 32, 4, 32, 1, 3, 5),
 ]
 
 
@@ -319,6 +327,7 @@ def test_block_load(runtime, kind, eb, W, H, count, x0, y0):
 @pytest.mark.parametrize("kind,eb,W,H,count", [
     ("load", 16, 16, 8, 2), ("load", 32, 16, 8, 1), ("load_transform", 16, 16, 32, 1),
     ("load_transform", 8, 16, 32, 2), ("load_transpose", 32, 8, 16, 1), ("load", 8, 32, 8, 1),
+    ("load_transpose", 32, 8, 32, 1),
 ])
 @pytest.mark.parametrize("edge", ["right", "bottom", "corner", "outside", "negative"])
 def test_block_load_boundary(runtime, kind, eb, W, H, count, edge):

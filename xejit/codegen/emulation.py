@@ -442,6 +442,16 @@ def _block_elements(bld: ir.IRBuilder, v: BlockVariant, lane: ir.Value):
             rpg = v.sg // cols
             col = bld.urem(lane, I32(cols)) if cols < v.sg else lane
             row = bld.add(I32(kk * rpg), bld.udiv(lane, I32(cols))) if rpg > 1 else I32(kk)
+        elif v.kind == "load_transpose":
+            # a transposed row wider than the subgroup fills cols / sg registers, one after the
+            # other: word kk of a lane is column lane + sg * (kk % ept). This is what Intel's
+            # compiler does (the send's destination registers are the words, read per lane);
+            # the spec's prose ("the first set of elements to the first invocation") would put
+            # columns 2 lane, 2 lane + 1 there, which the ISA does not.
+            ept = cols // v.sg
+            i, j = divmod(kk, ept)
+            col = bld.add(lane, I32(j * v.sg))
+            row = I32(i)
         else:
             ept = cols // v.sg
             i, j = divmod(kk, ept)

@@ -919,9 +919,14 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
         per = per_lane_count(rtypes[0].shape, self.sg)
         buf = self.alloca(ir.ArrayType(unit, per * len(rtypes)))
 
+        nb = op.attributes.get("transpose_blocks", 1)
+
         def in_code() -> None:
             for a, rt in enumerate(rtypes):
-                self.gather_block(td, rt, td.row, b.add(td.col, I64(a * w)), mode, pad, buf, a * per)
+                if nb > 1:   # result a: the a-th slice of the memory rows (transposed: columns)
+                    self.gather_block(td, rt, b.add(td.row, I64(a * h // nb)), td.col, mode, pad, buf, a * per)
+                else:
+                    self.gather_block(td, rt, td.row, b.add(td.col, I64(a * w)), mode, pad, buf, a * per)
 
         if self.target.block_io is None or (pad_v != 0 and mode != "plain"):
             if pad_v != 0 and self.target.block_io is not None:
@@ -933,9 +938,9 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             bits, bw, bh, cnt = xg.block_params(op)
             kind = xg.block_op_kind(op)
             var = emu.BlockVariant(kind, self.sg, bits, bw, bh, cnt)
-            if var.lane_elems() != per * cnt or var.lane_bits != unit.width:
+            if var.lane_elems() != per * len(rtypes) or var.lane_bits != unit.width:
                 raise self.err(op, f"internal: 2D block {kind} gives {var.lane_elems()} x "
-                                   f"i{var.lane_bits} per lane, the block layout {per * cnt} x {unit}")
+                               f"i{var.lane_bits} per lane, the block layout {per * len(rtypes)} x {unit}")
             ap = None
             if td.xy is not None:
                 ap = self.payload(td, var, *self.block_xy(td, bits // 8, t.dtype.bitwidth // 8, td.surf[4]))
@@ -955,6 +960,8 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
                     b.store(val, b.bitcast(buf, val.type.as_pointer()))
                 else:
                     bi.call(b, f, [base, wid, hei, pit, coord, b.bitcast(buf, PRIV)])
+                if nb > 1:
+                    self.split_transposed_rows(buf, unit, per, nb)
                 if pad_v != 0:   # the block pads with zero: out-of-bounds elements take the padding
                     self.pad_out_of_bounds(td, rtypes, w, buf, unit, per, pad)
             self.guarded(ok, instruction, in_code)
@@ -963,6 +970,21 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
                 self.instructions["select of the padding on out-of-bounds elements"] += 1
         for a, (r, rt) in enumerate(zip(op.results, rtypes)):
             self.env[id(r)] = self.from_buffer(buf, unit, a * per, rt)
+
+    def split_transposed_rows(self, buf, unit: ir.Type, per: int, nb: int) -> None:
+        """A transposed load of nb x sg memory rows leaves word e of a lane at post-transpose
+        row e // nb, column lane + sg * (e % nb) (each transposed row fills nb registers, as
+        Intel's compiler reads the send's destination: ``ocloc`` ISA of
+        ``intel_sub_group_2d_block_read_transpose_32b_32r8x1c``); result a takes every nb-th
+        word from a, in ``buf`` order (a shuffle on registers, no memory)."""
+        b = self.b
+        vt = _vt(unit, per * nb)
+        ptr = b.bitcast(buf, vt.as_pointer())
+        whole = b.load(ptr, typ=vt)
+        for a in range(nb):
+            part = b.shuffle_vector(whole, whole,
+                                    ir.Constant(_vt(I32, per), [a + nb * i for i in range(per)]))
+            b.store(part, b.bitcast(b.gep(buf, [I32(a * per)]), _vt(unit, per).as_pointer()))
 
     def pad_out_of_bounds(self, td: TD, rtypes, w: int, buf, unit: ir.Type, per: int, pad: ir.Value) -> None:
         """Replace the out-of-bounds elements of a plain block load in ``buf`` by ``pad``: one

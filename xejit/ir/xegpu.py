@@ -11,7 +11,9 @@ values. Ops follow ``seeds/mlir-xegpu-dialect-doc.txt``:
                        view (a column-major array is viewed transposed), shape, array_length
 ``update_nd_offset``   move a descriptor (2D or block-scattered)
 ``load_nd``            2D block load: ``packed`` (VNNI), ``transpose`` (+``transpose_bit_width``),
-                       ``padding``; one result per array block; out-of-bounds reads ``padding``
+                       ``padding``; one result per array block; out-of-bounds reads ``padding``;
+                       ``transpose_blocks`` n: a transposed load whose memory rows give n results
+                       side by side (n DPAS B blocks from one instruction)
 ``store_nd``           2D block store; out-of-bounds elements are dropped
 ``prefetch_nd``        2D block prefetch (no effect on values)
 ``dpas``               C + A @ B (B [K, N] or VNNI [K/v, N, v]); ``input_precision`` tf32
@@ -171,9 +173,12 @@ def _tdesc(op: Operation, v, scattered: Optional[bool] = False) -> TensorDescTyp
 
 
 def load_result_types(t: TensorDescType, packed: bool = False, transpose: bool = False,
-                      transpose_bit_width: Optional[int] = None) -> list[VectorType]:
-    """Result types of ``load_nd`` on ``t`` (one per array block)."""
+                      transpose_bit_width: Optional[int] = None, transpose_blocks: int = 1) -> list[VectorType]:
+    """Result types of ``load_nd`` on ``t`` (one per array block; a transposed load: one per
+    ``transpose_blocks`` slice of its memory rows, i.e. of the result's columns)."""
     h, w = t.shape
+    if transpose:
+        h //= transpose_blocks
     if transpose and transpose_bit_width == 32 and t.dtype.bitwidth < 32:
         v = 32 // t.dtype.bitwidth
         shape: tuple[int, ...] = (w // v, h, v)     # transposed as 32-bit, i.e. VNNI-packed
@@ -184,7 +189,7 @@ def load_result_types(t: TensorDescType, packed: bool = False, transpose: bool =
         shape = (h // v, w, v)
     else:
         shape = (h, w)
-    return [VectorType(shape, t.dtype)] * t.array_length
+    return [VectorType(shape, t.dtype)] * (t.array_length * (transpose_blocks if transpose else 1))
 
 
 def _verify_create_nd(op: Operation) -> None:
@@ -228,7 +233,11 @@ def _verify_load_nd(op: Operation) -> None:
         _fail(op, "transpose_bit_width must be 32 and needs transpose")
     if tr is not None and tbw == 32 and t.dtype.bitwidth < 32 and t.shape[1] % (32 // t.dtype.bitwidth):
         _fail(op, f"a 32-bit transposed load needs a width multiple of {32 // t.dtype.bitwidth}")
-    want = load_result_types(t, packed, tr is not None, tbw)
+    nb = op.attributes.get("transpose_blocks", 1)
+    if nb != 1 and (tr is None or nb < 1 or t.shape[0] % nb or t.array_length != 1):
+        _fail(op, f"transpose_blocks {nb} needs a transposed load of one block whose {t.shape[0]} "
+                  "memory rows it divides")
+    want = load_result_types(t, packed, tr is not None, tbw, nb)
     if [r.type for r in op.results] != want:
         _fail(op, f"load_nd of {t} produces {len(want)} x {want[0]}, got "
                   f"{', '.join(str(r.type) for r in op.results)}")
@@ -387,7 +396,7 @@ register_op(OpDef("xegpu.create_nd_tdesc", 3, 1, verify=_verify_create_nd,
 register_op(OpDef("xegpu.update_nd_offset", 3, 1, verify=_verify_update,
                   summary="move a descriptor by (row, col)"))
 register_op(OpDef("xegpu.load_nd", 1, None, verify=_verify_load_nd,
-                  attrs=("packed", "transpose", "transpose_bit_width", "padding", "layout"),
+                  attrs=("packed", "transpose", "transpose_bit_width", "transpose_blocks", "padding", "layout"),
                   summary="2D block load (VNNI packed / transposed); one result per array block"))
 register_op(OpDef("xegpu.store_nd", 2, 0, pure=False, verify=_verify_store_nd,
                   summary="2D block store; out-of-bounds elements are dropped"))
@@ -507,6 +516,9 @@ def _load_nd(it, op, args):
                 # 32-bit words of v consecutive elements of a memory row, transposed: the
                 # words become rows of the result, i.e. VNNI-packed [w/v, h, v].
                 blk = vnni_pack(blk, 32 // t.dtype.bitwidth)
+            nb = op.attributes.get("transpose_blocks", 1)
+            out.extend(np.ascontiguousarray(x) for x in np.split(blk, nb, axis=1))
+            continue
         elif op.attributes.get("packed"):
             blk = vnni_pack(blk, vnni_factor(t.dtype))
         out.append(blk)

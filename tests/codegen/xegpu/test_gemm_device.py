@@ -205,3 +205,30 @@ def test_gemm_emulated_with_bases_off_64_byte_boundaries(monkeypatch, misalign):
     ref = a.astype(np.float64) @ b.astype(np.float64)
     assert not np.isnan(c).any()
     assert np.abs(c - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def _transposed_loads(res) -> list:
+    """``transpose_blocks`` of every transposed 2D block load of a lowered kernel."""
+    return [op.attributes.get("transpose_blocks", 1) for op in res["xegpu_fn"].walk()
+            if op.name == "xegpu.load_nd" and op.attributes.get("transpose") is not None]
+
+
+COLB = [
+    # dtype, (M, N, K), (BM, BN, BK), transposed loads per k-step, DPAS B blocks per load
+    ("f16", (40, 56, 64), (32, 32, 32), 2, 2),     # edge tiles in M and N (N 32..55 of 64 rows)
+    ("bf16", (16, 64, 48), (16, 64, 16), 2, 2),    # 4 B blocks side by side: 2 loads
+    ("f32", (24, 40, 40), (16, 32, 16), 2, 2),     # tf32: 8 words = 8 K per load, 2 loads per k-step
+    ("i8", (37, 44, 96), (16, 32, 64), 2, 2),      # int8: 8 words = 32 K; boundary tiles
+    ("f16", (24, 40, 64), (16, 16, 32), 2, 1),     # one B block wide: one block per load
+]
+
+
+@pytest.mark.parametrize("dtype,shape,tile,loads,blocks", COLB,
+                         ids=[f"{d}-{'x'.join(map(str, s))}-bn{t[1]}" for d, s, t, _, _ in COLB])
+def test_column_major_b_loads_two_dpas_blocks_per_transposed_load(dtype, shape, tile, loads, blocks):
+    """A transposed load is at most 8 words wide and 32 rows tall: 32 rows of column-major B are
+    two DPAS B blocks side by side, split per lane (Intel's compiler: register moves). Under
+    emulation against float64 numpy, in the k-loop and at the edge tiles."""
+    res = _run("pvc", dtype, shape, tile, b_col=True)
+    got = _transposed_loads(res)
+    assert got == [blocks] * loads, got     # the k-loop body's transposed loads

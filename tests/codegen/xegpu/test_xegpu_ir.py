@@ -66,7 +66,7 @@ def _load_values(mem, dtype, shape, offsets, array_length=1, padding=0, **attrs)
         if padding:
             a["padding"] = padding
         tys = load_result_types(t, attrs.get("packed", False), attrs.get("transpose") is not None,
-                                attrs.get("transpose_bit_width"))
+                                attrs.get("transpose_bit_width"), attrs.get("transpose_blocks", 1))
         b.create("xegpu.load_nd", [d], tys, a)
     order = (0, 1) if mem.flags.f_contiguous and not mem.flags.c_contiguous else (1, 0)
     fn = _fn([ArrayType(dtype, 2, order)], build)
@@ -140,6 +140,23 @@ def test_load_nd_transpose_16bit_as_32bit_pairs_is_vnni():
     # word (i, n) holds k = 2i (low) and 2i + 1 (high) of memory row n: B = mem.T VNNI-packed
     np.testing.assert_array_equal(t, vnni_pack(mem.T, 2))
     assert t[3, 5].tolist() == [mem[5, 6], mem[5, 7]]
+
+
+@pytest.mark.parametrize("dtype,np_t,K", [(f16, np.float16, 16), (i8, np.int8, 32), (f32, np.float32, 8)])
+def test_load_nd_transpose_blocks_splits_the_memory_rows(dtype, np_t, K):
+    """32 memory rows (N) of a transposed load give two DPAS B blocks: rows 0-15 and 16-31."""
+    mem = (np.arange(32 * K) % 97 + 1).astype(np_t).reshape(32, K)     # rows n, columns k
+    tbw = {"transpose_bit_width": 32} if dtype.bitwidth < 32 else {}
+    lo, hi = _load_values(mem, dtype, (32, K), (0, 0), transpose=[1, 0], transpose_blocks=2, **tbw)
+    v = 32 // dtype.bitwidth
+    for half, got in ((mem[:16], lo), (mem[16:], hi)):
+        np.testing.assert_array_equal(got, vnni_pack(half.T, v) if v > 1 else half.T)
+
+
+def test_load_nd_transpose_blocks_needs_a_transposed_load():
+    mem = np.ones((32, 16), np.float16)
+    with pytest.raises(Exception, match="transpose_blocks"):
+        _load_values(mem, f16, (32, 16), (0, 0), packed=True, transpose_blocks=2)
 
 
 def test_create_nd_tdesc_on_column_major_array_uses_memory_view():

@@ -43,6 +43,11 @@ from ..builtins import REDUCE_OP
 from ..targets import Target, check_block_shape
 from .common import CompilerError
 
+#: DPAS B blocks side by side (along N) per transposed load of column-major B: 2 halves the loads
+#: (a transposed load is 8 words wide, 32 rows tall), and Intel's compiler then moves each of its
+#: 16 registers once to make two contiguous DPAS operands (see docs/compiler.md)
+TRANSPOSED_B_BLOCKS_PER_LOAD = 2
+
 # ----------------------------------------------------------------------------------------------
 # Report
 # ----------------------------------------------------------------------------------------------
@@ -104,6 +109,8 @@ class TilePlan:
     al: int = 1
     packed: bool = False
     transposed: bool = False          # column-major memory, transposed loads
+    #: transposed loads: DPAS B blocks side by side (along N) per load instruction
+    tn: int = 1
     #: a prefetch-only column-major tile: plain blocks of the memory view [C, R] (bh, bw, lh,
     #: al describe that view), descriptors at swapped coordinates
     swapped: bool = False
@@ -115,7 +122,7 @@ class TilePlan:
         if self.kind == "gather":
             return [(i, j) for i in range(0, R, self.bh) for j in range(0, C, self.bw)]
         if self.transposed:
-            return [(i, j) for i in range(0, R, self.bh) for j in range(0, C, self.bw)]
+            return [(i, j) for i in range(0, R, self.bh) for j in range(0, C, self.bw * self.tn)]
         if self.swapped:     # (logical row, col) of each memory-view block
             return [(j, i) for i in range(0, C, self.lh) for j in range(0, R, self.bw * self.al)]
         return [(i, j) for i in range(0, R, self.lh) for j in range(0, C, self.bw * self.al)]
@@ -124,7 +131,7 @@ class TilePlan:
         if self.kind == "gather":
             return TensorDescType((self.bh, self.bw), self.dtype, scattered=True)
         if self.transposed:   # memory view block [N, K]
-            return TensorDescType((self.bw, self.bh), self.dtype)
+            return TensorDescType((self.bw * self.tn, self.bh), self.dtype)
         return TensorDescType((self.lh, self.bw), self.dtype, array_length=self.al)
 
 
@@ -315,6 +322,13 @@ class _Blocker:
                 why = check_block_shape(self.target, 32, bh * bits // 32, bw, 1, op="load_transpose")
                 if why:
                     return fallback(why)
+                # A transposed load is at most 8 words wide (one DPAS B block deep), so the
+                # fewest loads come from its height: 2 x N rows give two B blocks side by side.
+                tn = TRANSPOSED_B_BLOCKS_PER_LOAD
+                while tn > 1 and ((C // bw) % tn or check_block_shape(self.target, 32, bh * bits // 32,
+                                                                       tn * bw, 1, op="load_transpose")):
+                    tn //= 2
+                plan.tn = tn
         else:
             plan.lh = min(R, 32)
             if plan.lh % bh or R % plan.lh:
@@ -586,9 +600,13 @@ class _Blocker:
             a = dict(attrs, transpose=[1, 0])
             if p.dtype.bitwidth < 32:
                 a["transpose_bit_width"] = 32
+            if p.tn > 1:
+                a["transpose_blocks"] = p.tn
             for d, (i, j) in zip(td.descs, p.desc_origins()):
-                tys = load_result_types(d.type, False, True, a.get("transpose_bit_width"))
-                grid[i // p.bh][j // p.bw] = self.create("xegpu.load_nd", [d], tys, a, loc=op.loc).result
+                tys = load_result_types(d.type, False, True, a.get("transpose_bit_width"), p.tn)
+                res = self.create("xegpu.load_nd", [d], tys, a, loc=op.loc).results
+                for k, r in enumerate(res):
+                    grid[i // p.bh][j // p.bw + k] = r
         else:
             self.report.add(op, "2d_block_load_transform" if p.packed else "2d_block_load")
             a = dict(attrs, packed=True) if p.packed else attrs
