@@ -214,21 +214,26 @@ def _transposed_loads(res) -> list:
 
 
 COLB = [
-    # dtype, (M, N, K), (BM, BN, BK), transposed loads per k-step, DPAS B blocks per load
-    ("f16", (40, 56, 64), (32, 32, 32), 2, 2),     # edge tiles in M and N (N 32..55 of 64 rows)
-    ("bf16", (16, 64, 48), (16, 64, 16), 2, 2),    # 4 B blocks side by side: 2 loads
-    ("f32", (24, 40, 40), (16, 32, 16), 2, 2),     # tf32: 8 words = 8 K per load, 2 loads per k-step
-    ("i8", (37, 44, 96), (16, 32, 64), 2, 2),      # int8: 8 words = 32 K; boundary tiles
-    ("f16", (24, 40, 64), (16, 16, 32), 2, 1),     # one B block wide: one block per load
+    # dtype, (M, N, K), (BM, BN, BK), B blocks asked per load, transposed loads per k-step, got
+    ("f16", (40, 56, 64), (32, 32, 32), 2, 2, 2),     # edge tiles in M and N (N 32..55 of 64 rows)
+    ("bf16", (16, 64, 48), (16, 64, 16), 2, 2, 2),    # 4 B blocks side by side: 2 loads
+    ("f32", (24, 40, 40), (16, 32, 16), 2, 2, 2),     # tf32: 8 words = 8 K per load, 2 loads per k-step
+    ("i8", (37, 44, 96), (16, 32, 64), 2, 2, 2),      # int8: 8 words = 32 K; boundary tiles
+    ("f16", (24, 40, 64), (16, 16, 32), 2, 2, 1),     # one B block wide: one block per load
+    ("f16", (40, 56, 64), (32, 32, 32), 1, 4, 1),     # the default: one block per load
+    ("i8", (37, 44, 96), (16, 32, 64), 1, 4, 1),
 ]
 
 
-@pytest.mark.parametrize("dtype,shape,tile,loads,blocks", COLB,
-                         ids=[f"{d}-{'x'.join(map(str, s))}-bn{t[1]}" for d, s, t, _, _ in COLB])
-def test_column_major_b_loads_two_dpas_blocks_per_transposed_load(dtype, shape, tile, loads, blocks):
+@pytest.mark.parametrize("dtype,shape,tile,per_load,loads,blocks", COLB,
+                         ids=[f"{d}-{'x'.join(map(str, s))}-bn{t[1]}-{p}" for d, s, t, p, _, _ in COLB])
+def test_column_major_b_loads_two_dpas_blocks_per_transposed_load(dtype, shape, tile, per_load, loads, blocks,
+                                                                   monkeypatch):
     """A transposed load is at most 8 words wide and 32 rows tall: 32 rows of column-major B are
     two DPAS B blocks side by side, split per lane (Intel's compiler: register moves). Under
     emulation against float64 numpy, in the k-loop and at the edge tiles."""
+    from xejit.codegen.passes import blocking
+    monkeypatch.setattr(blocking, "TRANSPOSED_B_BLOCKS_PER_LOAD", per_load)
     res = _run("pvc", dtype, shape, tile, b_col=True)
     got = _transposed_loads(res)
     assert got == [blocks] * loads, got     # the k-loop body's transposed loads

@@ -43,10 +43,13 @@ from ..builtins import REDUCE_OP
 from ..targets import Target, check_block_shape
 from .common import CompilerError
 
-#: DPAS B blocks side by side (along N) per transposed load of column-major B: 2 halves the loads
-#: (a transposed load is 8 words wide, 32 rows tall), and Intel's compiler then moves each of its
-#: 16 registers once to make two contiguous DPAS operands (see docs/compiler.md)
-TRANSPOSED_B_BLOCKS_PER_LOAD = 2
+#: DPAS B blocks side by side (along N) per transposed load of column-major B. A transposed load
+#: is at most 8 words wide (one B block deep) and 32 rows tall, so 2 halves the loads; but its
+#: transposed rows then alternate between the two blocks register by register, and Intel's
+#: compiler moves each of its 16 registers once to make the two contiguous DPAS operands: +16
+#: instructions for each load saved (fp16 256x128x32 on pvc: 5 -> 3 loads, 2.81 -> 4.62
+#: instructions per DPAS; docs/compiler.md). One block per load is the default for that reason.
+TRANSPOSED_B_BLOCKS_PER_LOAD = 1
 
 # ----------------------------------------------------------------------------------------------
 # Report
