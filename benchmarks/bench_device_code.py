@@ -8,7 +8,9 @@ For each config of ``xejit.kernels.gemm.configs_for(target)`` (4096^3, row-major
 kernel is compiled for the target and built by Intel's compiler (ocloc) in the config's
 ``grf_mode``. ``--variants`` picks the cases: ``rowB`` (a @ b, row-major), ``colB`` (a @ b.T with b
 stored [N, K]: transposed / VNNI-transposed 2D block loads), ``bias_relu`` (the bias + ReLU epilogue),
-``tf32`` (fp32 operands on DPAS; the fp32 row of rowB runs on FMA). The row gives the static verdict of the autotuner's resource model, the compiler's
+``tf32`` (fp32 operands on DPAS; the fp32 row of rowB runs on FMA), ``colB_tf32`` (both).
+``--transposed-b-blocks 2`` loads two DPAS B blocks per transposed load of column-major B (the
+fewest loads; Intel's compiler then moves their registers) instead of one. The row gives the static verdict of the autotuner's resource model, the compiler's
 GRF count, spill and private bytes, and the hot k-loop's mix -- DPAS (next to the tile
 arithmetic's count), 2D block loads, prefetches, spill sends, instructions per DPAS and the
 ideal (each DPAS, load and prefetch once, plus four instructions of loop control). Writes
@@ -31,7 +33,7 @@ DTYPES = {"fp16": (np.float16, np.float16, "f32"), "bf16": ("bfloat16", "bfloat1
           "fp32": (np.float32, np.float32, "f32"), "int8": (np.int8, np.int32, "i32")}
 
 
-VARIANTS = ("rowB", "colB", "bias_relu", "tf32")
+VARIANTS = ("rowB", "colB", "bias_relu", "tf32", "colB_tf32")
 
 
 def _arrays(dtype: str, M: int, N: int, K: int, col_b: bool = False):
@@ -45,20 +47,23 @@ def _arrays(dtype: str, M: int, N: int, K: int, col_b: bool = False):
     return np.empty((M, K), a_t), b, np.empty((M, N), c_t)
 
 
-def one(job: tuple[str, str, int, str]) -> dict:
-    target, dtype, index, variant = job
+def one(job: tuple) -> dict:
+    target, dtype, index, variant, *per_load = job
     import xejit.ir.core as irc
+    from xejit.codegen.passes import blocking
+    if per_load:
+        blocking.TRANSPOSED_B_BLOCKS_PER_LOAD = per_load[0]
     from xejit.autotuner import estimate_gemm
     from xejit.kernels.gemm import configs_for, gemm_kernel
 
     cfg = configs_for(target)[index]
     M = N = K = 4096
-    a, b, c = _arrays(dtype, M, N, K, col_b=variant == "colB")
+    a, b, c = _arrays(dtype, M, N, K, col_b=variant.startswith("colB"))
     acc = irc.i32 if dtype == "int8" else irc.f32
     kw = dict(cfg.kwargs)
     if variant == "bias_relu":
         kw.update(HAS_BIAS=True, ACT="relu")
-    if variant == "tf32":
+    if variant.endswith("tf32"):
         kw.update(PRECISION="tf32")
     row = {"target": target, "dtype": dtype, "variant": variant, "config": f"{kw['BM']}x{kw['BN']}x{kw['BK']}/{cfg.num_subgroups}sg",
            "grf_mode": cfg.grf_mode, "num_stages": cfg.num_stages}
@@ -78,7 +83,7 @@ def one(job: tuple[str, str, int, str]) -> dict:
             from xejit.codegen.targets import get_target
             t = get_target(target)
             kk = t.dpas.k_of({"fp16": "fp16", "bf16": "bf16", "int8": "int8",
-                              "fp32": "tf32" if variant == "tf32" else ""}.get(dtype, ""))
+                              "fp32": "tf32" if variant.endswith("tf32") else ""}.get(dtype, ""))
             sm, sn = est["sg_tile"]
             row["dpas_per_kstep"] = (-(-sm // t.dpas.max_m)) * (sn // t.dpas.n) * (kw["BK"] // kk) if kk else None
     except Exception as e:  # a row that failed says so; the table is still printed
@@ -130,14 +135,17 @@ def main() -> int:
     p.add_argument("--dtypes", nargs="+", default=["fp16", "bf16", "fp32", "int8"], choices=list(DTYPES))
     p.add_argument("--variants", nargs="+", default=["rowB"], choices=VARIANTS)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--transposed-b-blocks", type=int, choices=(1, 2), default=None,
+                   help="DPAS B blocks per transposed load of column-major B (default: the compiler's)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "device_code.json"))
     args = p.parse_args()
     from xejit.codegen.intel_compiler import require_toolchain
     from xejit.kernels.gemm import configs_for
     tc = require_toolchain()
-    jobs = [(t, d, i, v) for v in args.variants for t in args.targets for d in args.dtypes
+    extra = (args.transposed_b_blocks,) if args.transposed_b_blocks else ()
+    jobs = [(t, d, i, v, *extra) for v in args.variants for t in args.targets for d in args.dtypes
             for i in range(len(configs_for(t)))
-            if not (v == "tf32" and d != "fp32") and not (v == "colB" and d == "fp32")]
+            if not (v.endswith("tf32") and d != "fp32") and not (v == "colB" and d == "fp32")]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(one, jobs))
