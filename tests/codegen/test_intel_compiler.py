@@ -339,46 +339,46 @@ def _hot_loop_lines(bin_) -> list:
     raise AssertionError("no loop has the hot loop's mix")
 
 
-# Column-major B (a @ b.T, b stored [N, K]), 256x128x32 / 32 subgroups (32x32 subgroup tiles,
-# BK 32), measured with benchmarks/bench_device_code.py --variants colB: transposed loads per
-# k-step and instructions per DPAS, one DPAS B block per load (the default) and two (32 memory
-# rows, the fewest loads). tf32's BK 32 is 4 B blocks deep (K 8). Two blocks per load cost 16
-# register moves per load in Intel's compiler (the transposed rows alternate between the
-# blocks register by register; a DPAS operand is 8 consecutive registers).
+# Column-major B (a @ b.T, b stored [N, K]), measured with benchmarks/bench_device_code.py
+# --variants colB colB_tf32 [--transposed-b-blocks 2]: transposed loads per k-step (with A's) and
+# instructions per DPAS, one DPAS B block per load (the default) and two (32 memory rows, the
+# fewest loads). 256x128x32/32sg has 32x32 subgroup tiles and BK 32 (tf32: 4 B blocks deep);
+# 256x128x128/32sg is the autotuner's 4096^3 pick for colB with one block per load (with two,
+# 256x256x64/32sg stops spilling 1664 B and becomes the pick: 8 loads, pvc 2.83, bmg 2.56).
+# Two blocks per load cost 16 register moves per load in Intel's compiler (the transposed rows
+# alternate between the blocks register by register; a DPAS operand is 8 consecutive registers).
 COLB_PINS = {
-    # (target, dtype): {blocks per load: (loads per k-step incl. A's, bound on instructions per DPAS)}
-    ("pvc", "fp16"): {1: (5, 2.85), 2: (3, 4.65)},
-    ("bmg", "fp16"): {1: (5, 2.4), 2: (3, 4.2)},
-    ("pvc", "int8"): {1: (3, 3.9), 2: (2, 5.75)},
-    ("pvc", "tf32"): {1: (10, 2.4), 2: (6, 4.1)},
+    # (target, dtype, BM, BN, BK): {blocks per load: (loads per k-step, bound on instructions per DPAS)}
+    ("pvc", "fp16", 256, 128, 32): {1: (5, 2.85), 2: (3, 4.65)},
+    ("bmg", "fp16", 256, 128, 32): {1: (5, 2.4), 2: (3, 4.2)},
+    ("pvc", "int8", 256, 128, 32): {1: (3, 3.9), 2: (2, 5.75)},
+    ("pvc", "tf32", 256, 128, 32): {1: (10, 2.4), 2: (6, 4.1)},
+    ("pvc", "fp16", 256, 128, 128): {1: (20, 2.5), 2: (12, 4.15)},
+    ("bmg", "fp16", 256, 128, 128): {1: (20, 2.05), 2: (12, 3.75)},
 }
 
 
 @pytest.mark.parametrize("per_load", [1, 2])
-@pytest.mark.parametrize("target,dtype", list(COLB_PINS))
-def test_column_major_b_transposed_loads_in_the_k_loop(target, dtype, per_load, monkeypatch):
+@pytest.mark.parametrize("target,dtype,bm,bn,bk", list(COLB_PINS))
+def test_column_major_b_transposed_loads_in_the_k_loop(target, dtype, bm, bn, bk, per_load, monkeypatch):
     from xejit.codegen.passes import blocking
     monkeypatch.setattr(blocking, "TRANSPOSED_B_BLOCKS_PER_LOAD", per_load)
     np_t, acc, c_t = {"fp16": (F16, f32, np.float32), "int8": (np.int8, i32, np.int32),
                       "tf32": (np.float32, f32, np.float32)}[dtype]
     a, b, c = np.empty((4096, 4096), np_t), np.empty((4096, 4096), np_t).T, np.empty((4096, 4096), c_t)
     cfg = next(x for x in configs_for(target) if (x.kwargs["BM"], x.kwargs["BN"], x.kwargs["BK"],
-                                                  x.num_subgroups) == (256, 128, 32, 32))
+                                                  x.num_subgroups) == (bm, bn, bk, 32))
     kw = dict(cfg.kwargs, **({"PRECISION": "tf32"} if dtype == "tf32" else {}))
     ck = gemm_kernel.compile(a, b, a, c, 4096, 4096, 4096, target=target, ACC=acc, **kw,
                              num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages, grf_mode=cfg.grf_mode)
     bin_ = ck.device_binary
     hot = bin_.hot_loop
-    loads, bound = COLB_PINS[(target, dtype)][per_load]
+    loads, bound = COLB_PINS[(target, dtype, bm, bn, bk)][per_load]
+    k = {"int8": 32, "tf32": 8}.get(dtype, 16)
     assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
-    assert hot.dpas == {"int8": 8, "tf32": 32}.get(dtype, 16), bin_.hot_loop_text()
+    assert hot.dpas == 4 * 2 * bk // k, bin_.hot_loop_text()            # 32x32 subgroup tiles
     assert hot.block_loads == loads and hot.per_dpas <= bound, bin_.hot_loop_text()
     # whole-register moves: none for one block per load; 16 per two-block load (not free)
     moves = sum(1 for i in _hot_loop_lines(bin_) if i.mnemonic == "mov" and i.exec_size == "16|M0")
-    two_block_loads = (hot.block_loads - loads_of_a(dtype)) if per_load == 2 else 0
-    assert moves == 16 * two_block_loads, (moves, bin_.hot_loop_text())
-
-
-def loads_of_a(dtype: str) -> int:
-    """A's 2D block loads per k-step of a 32x32 subgroup tile, BK 32 (64 bytes a row a load)."""
-    return 2 if dtype == "tf32" else 1
+    a_loads = -(-bk * 32 * np.dtype(np_t).itemsize // 2048)      # A: 32 rows x 64 bytes a load
+    assert moves == (16 * (hot.block_loads - a_loads) if per_load == 2 else 0), (moves, bin_.hot_loop_text())
