@@ -382,3 +382,22 @@ def test_column_major_b_transposed_loads_in_the_k_loop(target, dtype, bm, bn, bk
     moves = sum(1 for i in _hot_loop_lines(bin_) if i.mnemonic == "mov" and i.exec_size == "16|M0")
     a_loads = -(-bk * 32 * np.dtype(np_t).itemsize // 2048)      # A: 32 rows x 64 bytes a load
     assert moves == (16 * (hot.block_loads - a_loads) if per_load == 2 else 0), (moves, bin_.hot_loop_text())
+
+
+def test_tall_transposed_load_words_are_the_sends_destination_registers():
+    """The layout emulation gives a 32-row transposed load (emulation.py ``_block_elements``):
+    word e of a lane is register e of the send's destination, read with no moves -- with a
+    transposed row of 32 words filling two registers, word e is column lane + 16 (e % 2), not the
+    spec's columns 2 lane, 2 lane + 1 (which would need lane shuffles IGC does not emit). The
+    kernel stores each lane's 16 words; IGC stores them straight from the load's registers."""
+    from tests.codegen.test_emulation import _load_kernel
+    from xejit.codegen.emulation import BlockVariant
+    from xejit.codegen.spirv import to_spirv
+    v = BlockVariant("load_transpose", 16, 32, 8, 32, 1)
+    spv = to_spirv(_load_kernel(v, emulate=False), get_target("pvc").spirv_extensions)
+    text = compile_spirv(spv, "pvc").isa
+    (load,) = re.findall(r"send\.ugm \(1\|M0\)\s+r(\d+)\s.*rd:16; load_block2d\.ugm\.d32t", text)
+    stores = [(int(r), int(n)) for r, n in re.findall(r"send\.ugm \(16\|M0\)\s+null\s+r\d+\s+r(\d+):(\d+)\s.*store\.ugm", text)]
+    assert sum(n for _, n in stores) == 16, stores
+    first = int(load)
+    assert [r for r, _ in stores] == [first + sum(n for _, n in stores[:i]) for i in range(len(stores))], (load, stores)

@@ -447,7 +447,8 @@ def _block_elements(bld: ir.IRBuilder, v: BlockVariant, lane: ir.Value):
             # other: word kk of a lane is column lane + sg * (kk % ept). This is what Intel's
             # compiler does (the send's destination registers are the words, read per lane);
             # the spec's prose ("the first set of elements to the first invocation") would put
-            # columns 2 lane, 2 lane + 1 there, which the ISA does not.
+            # columns 2 lane, 2 lane + 1 there, which the ISA does not
+            # (test_intel_compiler.py::test_tall_transposed_load_words_are_the_sends_destination_registers).
             ept = cols // v.sg
             i, j = divmod(kk, ept)
             col = bld.add(lane, I32(j * v.sg))
