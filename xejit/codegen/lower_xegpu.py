@@ -1594,6 +1594,11 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
         for td, dr, dc in reads.values():
             c = self.loop_reads_ok(td, lb, ub, step, dr, dc)
             ok = c if ok is None else b.and_(ok, c)
+        # the fast version counts in i32 (dg2 has no 64-bit integer ALU: an i64 counter cost six
+        # instructions a k-step, fp16 256x128x16/64sg): its span must fit
+        counted32 = isinstance(step, ir.Constant) and 0 < step.constant < 2**16
+        if counted32:
+            ok = b.and_(ok, b.icmp_signed("<=", b.sub(ub, lb), I64(2**31 - 2**16)))
         versions = []
         with b.if_else(ok) as (then, otherwise):
             plan = self.transposed_plan(op, reads)
@@ -1603,8 +1608,9 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
                     # both versions leave the accumulators as C^T, transposed back once after
                     # they meet (transposes on the fast version's way out made IGC spill 864 B,
                     # fp16 16x16 tiles)
-                    res = self._lower_for_transposed(op, reads, plan, fast) if plan else \
-                        self._lower_for(op, reads_in_bounds={i: fast for i in reads})
+                    steps = {} if fast and counted32 else None
+                    res = self._lower_for_transposed(op, reads, plan, fast, steps) if plan else \
+                        self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
                     versions.append((res, b.block))
                     if not fast:     # the report counts the block-read version's instructions
                         self.instructions = counted
@@ -1614,7 +1620,8 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             results[p] = self.transpose8(results[p])
         return results
 
-    def _lower_for_transposed(self, op: Operation, reads: dict, plan, in_bounds: bool) -> list:
+    def _lower_for_transposed(self, op: Operation, reads: dict, plan, in_bounds: bool,
+                              steps: Optional[dict] = None) -> list:
         """A version of the k-loop computing C^T = B^T A^T (transposed_dpas.py; ``in_bounds``: the
         fast one, else bounds-checked loads): the accumulators are transposed on the way in and
         left as C^T (``_versioned_on_block_reads`` turns them back where the versions meet)."""
@@ -1624,7 +1631,7 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             self.env[id(v)] = self.transpose8(saved[id(v)])
         self.tplan = plan
         try:
-            results = self._lower_for(op, reads_in_bounds={i: in_bounds for i in reads})
+            results = self._lower_for(op, steps, reads_in_bounds={i: in_bounds for i in reads})
         finally:
             self.tplan = None
             self.env.update(saved)
