@@ -40,6 +40,8 @@ class TLoad:
     cache: dict = field(default_factory=dict)
     #: rows may leave the view (the cold k-loop version): bounds-checked loads
     checked: bool = False
+    #: B VNNI-packed in SLM by the workgroup (``slm_staging.SPlan``): B^T read from there
+    slm: object = None
 
 
 @dataclass
@@ -206,6 +208,11 @@ class TransposedDpas:
         """B^T as the DPAS A operand: lane l, word r packs rows v*l .. v*l+v-1 of K-block kb at
         column 8a + r (lower row in lower bits), from v per-lane row loads of all array blocks."""
         ld = s.load
+        if ld.slm is not None:
+            key = ("slm", s.group, ld.a)
+            if key not in ld.cache:
+                ld.cache[key] = self.slm_b_operand(ld.slm, s.group, ld.a)
+            return ld.cache[key]
         b = self.b
         bits = ld.td.type.dtype.bitwidth
         v = 32 // bits
