@@ -35,7 +35,8 @@ Instructions come from ``emulation.declare_*`` (real builtins, or their emulatio
 * dg2 has no 2D block IO: loads use subgroup block reads of whole rows into registers
   (``block_reads.py``: 32-bit words for A/C, 16/8-bit rows packed into VNNI words for B), in a
   k-loop versioned on them being in bounds (else a bounds test per row); a k-loop made of DPAS on
-  such loads computes C^T = B^T A^T from per-lane row loads (``transposed_dpas.py``); stores are
+  such loads computes C^T = B^T A^T from per-lane row loads (``transposed_dpas.py``), with B
+  VNNI-packed once per workgroup in SLM where subgroups share it (``slm_staging.py``); stores are
   per lane with bounds checks (docs/compiler.md, "dg2").
 * ``load_tile(..., padding=p)`` with p != 0 is done in code (the hardware pads with zero);
   reported as a fallback.
