@@ -298,11 +298,11 @@ def test_int8_configs_fit_and_reach_two_instructions_per_dpas(target):
 
 # dg2 (no 2D block IO): C^T = B^T A^T from per-lane row loads in the fast k-loop (B^T from a
 # panel the workgroup packs in SLM where subgroups share it), block reads elsewhere. Measured per
-# config with benchmarks/bench_device_code.py (fp16 32x16 tiles 9.88 instructions per DPAS, 16x16
-# BK=16 14.0, BK=32 10.12-13.88, decode 30.0, BK=32 decode 26.75; int8 16x16 15.0-18.25, 16x8
-# 31.0, decode 72.0); the bounds sit a little above, so a regression fails: the best config the
+# config with benchmarks/bench_device_code.py (fp16 32x16 tiles 9.75 instructions per DPAS, 16x16
+# BK=16 14.25, BK=32 9.5-13.5, decode 30.0, BK=32 decode 26.5; int8 16x16 13.75-17.0, 16x8 32.0,
+# decode 72.0); the bounds sit a little above, so a regression fails: the best config the
 # autotuner can keep, and every one it keeps.
-DG2_PER_DPAS = {"fp16": (10, 31), "int8": (16, 75)}
+DG2_PER_DPAS = {"fp16": (10, 31), "int8": (14.5, 75)}
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "int8"])
