@@ -178,8 +178,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     The subgroup layout is the split of ``num_subgroups`` over (M, N) that divides the tile and
     needs the fewest bytes; a subgroup holds its accumulator block and one k-step of its A and B
     operand blocks in registers (32 rows of K of 16/32-bit operands on targets with 2D block IO).
-    Returns ``{"sg_layout", "sg_tile", "bytes", "registers", "register_limit", "problems":
-    [reasons the config cannot fit]}``.
+    Returns ``{"sg_layout", "sg_tile", "bytes", "registers", "register_limit", "slm_bytes",
+    "problems": [reasons the config cannot fit]}``.
     """
     t = get_target(target) if isinstance(target, str) else target
     nsg = num_subgroups or 1
@@ -201,12 +201,18 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         if best is None or sum(parts) < sum(best[2]):
             best = ((sgm, sgn), (sm, sn), parts)
     out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
-                           "register_limit": None, "problems": problems}
+                           "register_limit": None, "slm_bytes": 0, "problems": problems}
     if best is None:
         problems.append(f"{nsg} subgroups cannot split the {BM}x{BN} tile evenly")
         return out
     (sgm, sgn), (sm, sn), parts = best
     out.update(sg_layout=[sgm, sgn], sg_tile=[sm, sn], bytes=sum(parts))
+    # no 2D block IO (dg2): a B panel shared by several subgroup rows is staged in SLM, two
+    # BK x BN buffers (codegen/slm_staging.py)
+    slm = 2 * BK * BN * b_t.itemsize if t.dpas is not None and t.block_io is None and sgm > 1 else 0
+    out["slm_bytes"] = slm
+    if t.slm_bytes is not None and slm > t.slm_bytes:
+        problems.append(f"the staged B panel needs {slm} B of shared local memory, {t.name} has {t.slm_bytes}")
     if t.registers is not None:
         rf = t.registers
         regs = math.ceil(sum(parts) / rf.bytes_each)

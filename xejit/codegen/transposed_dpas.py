@@ -40,6 +40,8 @@ class TLoad:
     cache: dict = field(default_factory=dict)
     #: rows may leave the view (the cold k-loop version): bounds-checked loads
     checked: bool = False
+    #: B VNNI-packed in SLM by the workgroup (``slm_staging.SPlan``): B^T read from there
+    slm: object = None
 
 
 @dataclass
@@ -52,6 +54,9 @@ class TSlice:
 class TPlan:
     acc_positions: list      # iter_arg positions of the accumulators
     loads: dict              # id(load op) -> "A" / "B"
+    #: DPAS K-blocks per k-step (A's array blocks), rows of the tallest A load
+    k_blocks: int = 1
+    a_rows: int = 8
 
 
 class TransposedDpas:
@@ -68,6 +73,7 @@ class TransposedDpas:
         if not dpas or self.sg != 8 or self.target.dpas.n != 8:
             return None
         loads, accs, chain = {}, set(), {id(o.result) for o in dpas}
+        k_blocks, a_rows = 1, 8
 
         def source(v, want: str):
             o = getattr(v, "op", None)
@@ -97,11 +103,9 @@ class TransposedDpas:
             if la is None or lb is None:
                 return None
             t = la.operands[0].type
-            # one DPAS K-block per k-step: with two (fp16 BK=32) the CPU device computed wrong
-            # results in workgroups of 8 and more subgroups (1-4 were right); not understood yet,
-            # so not taken
-            if t.shape[1] * t.dtype.bitwidth != 256 or len(la.results) != 1:
+            if t.shape[1] * t.dtype.bitwidth != 256:     # one K-block per array block of A
                 return None
+            k_blocks, a_rows = max(k_blocks, len(la.results)), max(a_rows, t.shape[0])
             loads[id(la)], loads[id(lb)] = "A", "B"
             if getattr(vc, "block", None) is body:
                 accs.add(args.index(vc))
@@ -115,7 +119,7 @@ class TransposedDpas:
                 return None
             if not isinstance(self.env[id(op.operands[3 + p])], ir.Value):
                 return None
-        return TPlan(sorted(accs), loads)
+        return TPlan(sorted(accs), loads, k_blocks, a_rows)
 
     # -- pieces -----------------------------------------------------------------------------------
 
@@ -206,6 +210,11 @@ class TransposedDpas:
         """B^T as the DPAS A operand: lane l, word r packs rows v*l .. v*l+v-1 of K-block kb at
         column 8a + r (lower row in lower bits), from v per-lane row loads of all array blocks."""
         ld = s.load
+        if ld.slm is not None:
+            key = ("slm", s.group, ld.a)
+            if key not in ld.cache:
+                ld.cache[key] = self.slm_b_operand(ld.slm, s.group, ld.a)
+            return ld.cache[key]
         b = self.b
         bits = ld.td.type.dtype.bitwidth
         v = 32 // bits

@@ -145,18 +145,19 @@ _XE_CONFIGS = [
 ]
 
 # Xe-HPG (Arc A / Flex): 4 KB of registers per thread (128 x 32 B), N=8 DPAS, no large-GRF mode,
-# no 2D block IO (codegen/block_reads.py, codegen/transposed_dpas.py). Measured with Intel's
-# compiler for acm-g10 (benchmarks/bench_device_code.py, 4096^3, hot k-loop instructions per DPAS,
-# 0 spill and 0 private memory unless said): fp16/bf16 32x16 subgroup tiles with BK=16 10.0,
-# 16x16 tiles 16.5, 16x8 and decode (8x16) tiles 30.5; int8 (K=32 per DPAS: BK=32; configs with
-# BK=16 are pruned for it by the resource model) 16x16 tiles 36.5, 16x8 and decode 71.5. fp16 with
-# BK=32 takes the block-read k-loop (transposed_dpas.py takes one K-block per k-step): 16x16 tiles
-# spill 3.2 KB there (the autotuner prunes them), decode tiles 58.75.
+# no 2D block IO (codegen/block_reads.py, codegen/transposed_dpas.py; B packed in SLM by the
+# workgroup where subgroup rows share it: codegen/slm_staging.py). Measured with Intel's compiler
+# for acm-g10 (benchmarks/bench_device_code.py, 4096^3, hot k-loop instructions per DPAS, 0 spill
+# and 0 private memory): fp16/bf16 32x16 subgroup tiles with BK=16 9.75 (not staged), 16x16 tiles
+# BK=16 14.25, BK=32 9.5 (256x64x32/64sg) to 13.5, 16x8 tiles BK=32 25.5, decode (8x16) tiles
+# 30.0, BK=32 26.5; int8 (K=32 per DPAS: BK=32; configs with BK=16 are pruned for it by the
+# resource model) 16x16 tiles 13.75-17.0, 16x8 32.0, decode 72.0. 32x16 tiles with BK=32 spill.
 _DG2_CONFIGS = [
     _c(128, 128, 16, 32, 2),    # fp16/bf16: 32x16 subgroup tiles
     _c(64, 128, 16, 16, 2),
     _c(256, 128, 16, 64, 2),
     _c(128, 64, 16, 32, 2),     # fp16/bf16: 16x16 subgroup tiles
+    _c(256, 64, 32, 64, 2),     # 16x16 subgroup tiles, B shared by 16 subgroup rows (SLM)
     _c(128, 64, 32, 32, 2),     # int8: 16x16 subgroup tiles
     _c(64, 64, 32, 16, 2),
     _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles

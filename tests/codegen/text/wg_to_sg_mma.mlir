@@ -24,10 +24,10 @@ func.func @mma(%a: memref<?x?xf16>, %b: memref<?x?xf16>, %c: memref<?x?xf32>) at
 // CHECK: %[[ROW:[0-9]+]] = arith.divsi %sgid, %[[C2]] : index
 // CHECK: %[[R:[0-9]+]] = arith.muli %[[ROW]], %[[C32]] : index
 // CHECK: %[[M:[0-9]+]] = arith.addi %{{[0-9]+}}, %[[R]] : index
-// CHECK: %ta = xetile.init_tile %a, %[[M]], %{{[0-9]+}} : {{.*}} -> !xetile.tile<32x32xf16>
+// CHECK: %ta = xetile.init_tile %a, %[[M]], %{{[0-9]+}} {wg_tile = [64, 32, 2, 2, 32, 32, 1]} : {{.*}} -> !xetile.tile<32x32xf16>
 // CHECK: %[[C:[0-9]+]] = arith.muli %[[COL]], %[[C32]] : index
 // CHECK: %[[N:[0-9]+]] = arith.addi %{{[0-9]+}}, %[[C]] : index
-// CHECK: %tb = xetile.init_tile %b, %{{[0-9]+}}, %[[N]] : {{.*}} -> !xetile.tile<32x32xf16>
-// CHECK: %tc = xetile.init_tile %c, %[[M]], %[[N]] : {{.*}} -> !xetile.tile<32x32xf32>
+// CHECK: %tb = xetile.init_tile %b, %{{[0-9]+}}, %[[N]] {wg_tile = [32, 64, 2, 2, 32, 32, 1]} : {{.*}} -> !xetile.tile<32x32xf16>
+// CHECK: %tc = xetile.init_tile %c, %[[M]], %[[N]] {wg_tile = [64, 64, 2, 2, 32, 32, 1]} : {{.*}} -> !xetile.tile<32x32xf32>
 // CHECK: xetile.tile_mma {{.*}} : vector<32x32xf16>, vector<32x32xf16>, vector<32x32xf32> -> vector<32x32xf32>
 // CHECK-NOT: wg_map

@@ -1,5 +1,6 @@
 """dg2's loads (no 2D block IO) and its GEMM k-loop (versioned on its loads being in bounds; both
-versions compute C^T = B^T A^T from per-lane row loads, the cold one bounds-checked), run on the
+versions compute C^T = B^T A^T from per-lane row loads, the cold one bounds-checked; where several
+subgroups share a B tile the fast one reads B^T from a panel the workgroup packed in SLM), run on the
 CPU device under ``XEJIT_EMULATE=dg2`` against float64 numpy, with the library GEMM's dg2 configs:
 in-bounds tiles, boundary tiles (M, N and a K tail) and rows that are not 4-byte aligned (odd fp16
 pitch: every row per element). Loads outside such loops (block reads with a bounds test per row)
@@ -26,6 +27,12 @@ def _config(bm, bn, bk):
     ("i8", (32, 64, 32), (64, 64, 96)),
     ("i8", (32, 64, 32), (40, 56, 70)),       # int8 boundary tiles, rows of 70 bytes
     ("i8", (64, 64, 32), (72, 64, 64)),       # int8 16x16 subgroup tiles, an M edge
+    # B staged in SLM by the workgroup (32 subgroups, 4 share each B tile): in-bounds workgroups
+    # (several k-steps: both buffers) next to edge workgroups that take the cold version together
+    ("f16", (128, 64, 16), (200, 128, 80)),
+    ("i8", (128, 64, 32), (128, 100, 160)),
+    ("f16", (256, 64, 32), (300, 64, 96)),    # 64 subgroups, two K-blocks a k-step
+    ("f16", (8, 128, 32), (5, 200, 72)),      # decode, two K-blocks, B^T packed per subgroup
 ])
 def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     use_mode(monkeypatch, "dg2")
@@ -69,3 +76,20 @@ def test_int_remainder_after_a_bool_cast(monkeypatch, mode):
     y = poisoned((8, 16), "f32")
     _mod3[(1,)](x, y, BM=8, BN=16)
     check(y, np.fmod(x.astype(np.int32), 3).astype(np.float64), "int")
+
+
+@pytest.mark.parametrize("dtype,tile,staged", [
+    ("f16", (128, 64, 16), True), ("i8", (128, 64, 32), True), ("i8", (32, 64, 32), True),
+    ("f16", (256, 64, 32), True), ("f16", (64, 64, 32), True),
+    ("f16", (256, 128, 16), False),   # 32x16 accumulators: staging made the cold version spill
+    ("f16", (8, 256, 16), False),     # decode: no subgroup shares a B tile
+])
+def test_b_panel_staged_in_slm_where_shared(dtype, tile, staged):
+    """The configs whose correctness the cases above prove take the SLM staging (and the report
+    says so); the ones it would not help keep the per-subgroup packing."""
+    cfg = _config(*tile)
+    et, ct, kw = (np.int8, np.int32, dict(ACC=i32)) if dtype == "i8" else (np.float16, np.float16, {})
+    a, b, c = np.empty((256, 256), et), np.empty((256, 256), et), np.empty((256, 256), ct)
+    ck = gemm_kernel.compile(a, b, a, c, 256, 256, 256, target="dg2", **cfg.kwargs, **kw,
+                             num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    assert any(k.startswith("SLM buffers") for k in ck.instructions) == staged, dict(ck.instructions)

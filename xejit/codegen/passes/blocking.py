@@ -510,7 +510,12 @@ class _Blocker:
         arr = self.env[id(op.operands[0])]
         r0, c0 = (self.env[id(v)] for v in op.operands[1:])
         plan = self.plan_for(op)
-        self.env[id(op.result)] = TileDescs(plan, self.make_descs(plan, arr, r0, c0, op.loc))
+        descs = self.make_descs(plan, arr, r0, c0, op.loc)
+        wg = op.attributes.get("wg_tile")
+        if wg is not None and plan.kind != "gather" and not (plan.transposed or plan.swapped):
+            for d, (i, j) in zip(descs, plan.desc_origins()):   # + the descriptor's offset in the tile
+                d.op.attributes["wg_tile"] = list(wg) + [i, j]
+        self.env[id(op.result)] = TileDescs(plan, descs)
 
     def scatter_tile(self, op: Operation) -> None:
         """A tile of per-element offsets: one scattered descriptor per register block."""

@@ -47,6 +47,20 @@ class _Dist:
         return self.layout.sg_layout[d] * self.data[d] > self.shape[d]
 
 
+def _wg_tile(dist: _Dist) -> list | None:
+    """What a lowering needs to find the workgroup tile from a subgroup's (``wg_tile`` attribute
+    of a subgroup's ``init_tile``: [S0, S1, L0, L1, D0, D1, fast dim]): set when the subgroup owns
+    one sub-tile and each dim is split exactly over its subgroups or shared whole by them (the
+    subgroup's offset in dim d is ``coord_d * D_d``, 0 when shared; ``coord`` from
+    ``gpu.subgroup_id`` as :meth:`_Distributor.coords` computes it)."""
+    lay = dist.layout
+    if dist.nb != (1, 1):
+        return None
+    if any(L * D != S and D != S for S, L, D in zip(dist.shape, lay.sg_layout, dist.data)):
+        return None
+    return [*dist.shape, *lay.sg_layout, *dist.data, (lay.order or (1, 0))[0]]
+
+
 def _sg_type(t, data):
     if isinstance(t, VectorType):
         return VectorType(tuple(data), t.dtype)
@@ -202,7 +216,11 @@ class _Distributor:
             for base, extra in zip((o0, o1), self.block_offsets(dist, b, blk)):
                 base = self.m(base)[0]
                 offs.append(base if extra is None else b.create("arith.addi", [base, extra], [index]).result)
-            new = b.create(op.name, [self.m(arr)[0], *offs], [_sg_type(t, dist.data)], self._attrs(op), loc=op.loc)
+            attrs = self._attrs(op)
+            wg = _wg_tile(dist)
+            if wg is not None:
+                attrs["wg_tile"] = wg
+            new = b.create(op.name, [self.m(arr)[0], *offs], [_sg_type(t, dist.data)], attrs, loc=op.loc)
             new.result.name_hint = op.result.name_hint
             vals.append(new.result)
         self.vmap[id(op.result)] = vals
