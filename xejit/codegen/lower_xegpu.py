@@ -161,9 +161,13 @@ class TD:
     #: targets without 2D block IO: True in the fast version of a k-loop versioned on this
     #: descriptor's block reads (every position in bounds), False in its cold version
     reads_in_bounds: Optional[bool] = None
+    #: (elements, rows) i32 by which ``surf`` starts right of / below the array's own surface
+    #: (``block_coords.own_surface``), subtracted from ``xy``; None: not moved
+    shift: tuple | None = None
 
     def moved(self, row, col, xy: tuple | None = None) -> "TD":
-        return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf, xy)
+        return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf, xy,
+                  shift=self.shift)
 
 
 @dataclass
@@ -664,9 +668,13 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
     def xy_of(self, td: TD, r: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
         """The i32 (x in elements, y) of (row ``r``, col ``c``) on ``td``'s surface; a coordinate
         that does not fit is put far out of bounds (``block_coords.clamp``), not truncated."""
+        b = self.b
         eb = td.type.dtype.bitwidth // 8
-        x0 = self.b.lshr(td.surf[4], I32(eb.bit_length() - 1))   # the surface's base offset
-        return self.b.add(bc.clamp(self.b, c), x0), bc.clamp(self.b, r)
+        x0 = b.lshr(td.surf[4], I32(eb.bit_length() - 1))   # the surface's base offset
+        x, y = b.add(bc.clamp(b, c), x0), bc.clamp(b, r)
+        if td.shift is not None:     # a far coordinate stays far: the shift is < 2**24
+            x, y = b.sub(x, td.shift[0]), b.sub(y, td.shift[1])
+        return x, y
 
     def op_xegpu_update_nd_offset(self, op: Operation) -> None:
         td: TD = self.env[id(op.operands[0])]
@@ -1675,26 +1683,43 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
         else:
             iv, cond = ctr, b.icmp_signed("<", ctr, ub)
 
+        def at_counter(v0s, mr, mc):
+            return tuple(v0 if m == 0 else b.add(v0, ctr if m == 1 else b.mul(ctr, I32(m)))
+                         for v0, m in zip(v0s, (mc, mr)))
+
         def rebuild(j: int, like, vals: list):
+            """(the loop's value of carried ``like``, the body's): a moving descriptor takes a
+            surface of its own in the body (``block_coords.own_surface``: no IGC payload shared
+            with the others, so no payload copies), its plain surface outside."""
             if j not in moving:
-                return self._rebuild(like, vals)
+                v = self._rebuild(like, vals)
+                return v, v
             (mr, mc), (x0, y0) = moving[j], like.xy
+            out = like.moved(vals[0], vals[1], at_counter((x0, y0), mr, mc))
+            inner = out
+            if like.shift is None and not self.target.block_io.immediate_offsets:
+                at = ir.IRBuilder(pre)
+                at.position_before(pre.terminator)
+                surf, x0, y0, shift = bc.own_surface(at, like.surf, x0, y0, (mr, mc), like.type.dtype.bitwidth // 8,
+                                                     self.target.block_io.min_width_bytes)
+                inner = like.moved(vals[0], vals[1], at_counter((x0, y0), mr, mc))
+                inner.surf, inner.shift = surf, shift
             self._invariant.update({id(v0): pre for v0, m in ((x0, mc), (y0, mr)) if m == 0})
-            xy = tuple(v0 if m == 0 else b.add(v0, ctr if m == 1 else b.mul(ctr, I32(m)))
-                       for v0, m in ((x0, mc), (y0, mr)))
-            return like.moved(vals[0], vals[1], xy)
+            return out, inner
 
         pos = 0
-        carried = []
+        carried, in_body = [], []
         for j, like in enumerate(inits):
             k = len(flat_of(j, like))
-            carried.append(rebuild(j, like, phis[pos:pos + k]))
+            out, inner = rebuild(j, like, phis[pos:pos + k])
+            carried.append(out)
+            in_body.append(inner)
             pos += k
         b.cbranch(cond, body_bb, exit_bb)
         b.position_at_end(body_bb)
         body = op.regions[0].block
         self.env[id(body.args[0])] = iv
-        for j, (arg, val) in enumerate(zip(body.args[1:], carried)):
+        for j, (arg, val) in enumerate(zip(body.args[1:], in_body)):
             if reads_in_bounds and j in reads_in_bounds:
                 # the body's copy carries the versioning's verdict; the loop's results do not
                 val = val.moved(val.row, val.col, val.xy)

@@ -63,3 +63,18 @@ def test_clamp_keeps_far_coordinates_out_of_every_surface():
     # far stays beyond any surface (< 2**24) after the moves the loop's span check allows
     assert block_coords.FAR - block_coords.LOOP_DRIFT > 2**24
     assert (block_coords.FAR + block_coords.LOOP_DRIFT) * 4 < 2**31
+
+
+@pytest.mark.parametrize("dtype,M,N,K,BM", [("f16", 80, 48, 200, 64), ("f16", 72, 40, 40, 64),
+                                            ("i8", 24, 32, 300, 16), ("f16", 16, 32, 24, 16)])
+def test_descriptors_on_surfaces_of_their_own_in_a_fast_k_loop(dtype, M, N, K, BM):
+    """pvc (no immediate block offsets): each descriptor the fast k-loop moves is based at its
+    first block (``block_coords.own_surface``) -- the tile's K-slices and row blocks, shifted or
+    not (A narrower than a 64-byte unit plus the minimum width, B rows past its height, the last
+    row blocks below M): the results are those of the plain surfaces."""
+    case = gemm_case(gemm, dtype, M, N, K, BM, 32, 128 if dtype == "i8" else 64)
+    res = lower_xegpu.lower(case["fn"], "pvc", {"emulate": True, "version_loops": True})
+    text = _fast_loop(res)
+    assert "and i32" in text and ", -64" in text, "no descriptor moved to a surface of its own"
+    run_device(res, case["grid"], case["args"], 16)
+    check_result(case, 0 if dtype == "i8" else 1e-2)
