@@ -1640,6 +1640,18 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             self.instructions["k-loop computing C^T = B^T A^T (per-lane row loads)"] += 1
         return results
 
+    def loads_through_spirv_builtin(self, arg: Value) -> bool:
+        """Some 2D block load of descriptor ``arg`` takes the Khronos builtin, whose payload IGC
+        makes and shares among the loads of one surface (the address-payload ones have their
+        own per descriptor already: ``payload``)."""
+        for u, _ in arg.uses:
+            if u.name == "xegpu.load_nd":
+                bits, bw, bh, cnt = xg.block_params(u)
+                var = emu.BlockVariant(xg.block_op_kind(u), self.sg, bits, bw, bh, cnt)
+                if bp.problem(self.target, var) is not None:
+                    return True
+        return False
+
     def _lower_for(self, op: Operation, steps: dict[int, tuple[int, int]] | None = None,
                    reads_in_bounds: Optional[dict] = None) -> list:
         """The loop in LLVM IR (LLVM rotates it: the guard before, the test at the bottom).
@@ -1697,7 +1709,8 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             (mr, mc), (x0, y0) = moving[j], like.xy
             out = like.moved(vals[0], vals[1], at_counter((x0, y0), mr, mc))
             inner = out
-            if like.shift is None and not self.target.block_io.immediate_offsets:
+            if like.shift is None and not self.target.block_io.immediate_offsets and \
+                    self.loads_through_spirv_builtin(op.regions[0].block.args[1 + j]):
                 at = ir.IRBuilder(pre)
                 at.position_before(pre.terminator)
                 surf, x0, y0, shift = bc.own_surface(at, like.surf, x0, y0, (mr, mc), like.type.dtype.bitwidth // 8,

@@ -137,9 +137,11 @@ _XE_CONFIGS = [
     # operands: 64 DPAS per step, 0 spill, bmg 1.39 instructions per DPAS, pvc 1.88.
     _c(128, 128, 128, 16, 3, "256"),
     _c(256, 128, 128, 32, 3, "256"),
-    # small M (decode-like shapes): a thin tile with a long k-step
-    _c(8, 512, 64, 32, 3),
-    _c(8, 256, 64, 16, 3),
+    # small M (decode-like shapes): a thin tile with a long k-step, 8x32 subgroup tiles (8 DPAS
+    # per k-step: pvc 3.88, bmg 3.25 instructions per DPAS; 8x16 tiles, 4 DPAS per k-step, gave
+    # pvc 6.5 / 8.75, bmg 5.5 / 7.75: two A loads, two B loads and a prefetch feed 4 DPAS there)
+    _c(8, 512, 64, 16, 3),
+    _c(8, 256, 64, 8, 3),
     _c(16, 256, 32, 16, 3),    # BK=64 here spilled 6.9 KB in the boundary-tile copy of the k-loop
     _c(32, 256, 32, 16, 3),
 ]

@@ -65,8 +65,12 @@ def test_clamp_keeps_far_coordinates_out_of_every_surface():
     assert (block_coords.FAR + block_coords.LOOP_DRIFT) * 4 < 2**31
 
 
-@pytest.mark.parametrize("dtype,M,N,K,BM", [("f16", 80, 48, 200, 64), ("f16", 72, 40, 40, 64),
-                                            ("i8", 24, 32, 300, 16), ("f16", 16, 32, 24, 16)])
+@pytest.mark.parametrize("dtype,M,N,K,BM", [
+    ("f16", 8, 32, 100, 8),    # decode: B's second K-slice based 32 rows down
+    pytest.param("f16", 80, 48, 200, 64, marks=pytest.mark.slow),   # A's K-slices and row blocks too
+    pytest.param("f16", 72, 40, 40, 64, marks=pytest.mark.slow),    # A too narrow to move, B rows past K
+    pytest.param("i8", 24, 32, 300, 16, marks=pytest.mark.slow),
+    pytest.param("f16", 16, 32, 24, 16, marks=pytest.mark.slow)])   # B's second K-slice below K
 def test_descriptors_on_surfaces_of_their_own_in_a_fast_k_loop(dtype, M, N, K, BM):
     """pvc (no immediate block offsets): each descriptor the fast k-loop moves is based at its
     first block (``block_coords.own_surface``) -- the tile's K-slices and row blocks, shifted or

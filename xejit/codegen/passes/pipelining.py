@@ -27,10 +27,18 @@ import math
 from ...ir.core import Block, Builder, Function, Layout, Operation, Region, TileType, Value
 
 
+#: Prefetch blocks of fewer rows cost a message each for a line or two (decode's A tile: the same
+#: 8 rows for every workgroup, so cached after the first): not prefetched. Each prefetch in a
+#: k-loop is a send, a coordinate and, on pvc, 3 no-op reads of its payload (IGC's insertPVCWA):
+#: pvc 8x256x64/8sg fp16 33 -> 28 instructions for 8 DPAS (benchmarks/bench_device_code.py).
+MIN_PREFETCH_ROWS = 4
+
+
 def prefetch_layout(shape: tuple[int, int], elem_bytes: int, n: int) -> Layout | None:
     """Cooperative prefetch layout of a [R, C] tile over ``n`` subgroups: blocks 64 bytes wide (or
     the tile's width), the column blocks first, the rest of the subgroups over the rows. None when
-    the tile does not split evenly into n such blocks."""
+    the tile does not split evenly into n such blocks, or into blocks of at least
+    ``MIN_PREFETCH_ROWS`` rows."""
     R, C = shape
     w = min(C, max(1, 64 // elem_bytes))
     if C % w:
@@ -40,7 +48,7 @@ def prefetch_layout(shape: tuple[int, int], elem_bytes: int, n: int) -> Layout |
     if R % l0:
         return None
     d0 = R // l0
-    if d0 < 8 and d0 & (d0 - 1) or d0 > 8 and d0 % 8:   # register-block rule of the blocking pass
+    if d0 < MIN_PREFETCH_ROWS or d0 < 8 and d0 & (d0 - 1) or d0 > 8 and d0 % 8:   # (blocking's register-block rule)
         return None
     return Layout((l0, l1), (d0, C // l1))
 
