@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from xejit.codegen import block_coords, lower_xegpu
+from xejit.codegen import block_coords, lower_xegpu, spirv
 
 from .helpers import check_result, gemm_case, run_device, sg_function
 from .kernels import gemm, row_band_sum
@@ -66,7 +66,7 @@ def test_clamp_keeps_far_coordinates_out_of_every_surface():
 
 
 @pytest.mark.parametrize("dtype,M,N,K,BM", [
-    ("f16", 8, 32, 100, 8),    # decode: B's second K-slice based 32 rows down
+    pytest.param("f16", 8, 32, 100, 8, marks=pytest.mark.slow),   # decode: B's 2nd K-slice 32 rows down
     pytest.param("f16", 80, 48, 200, 64, marks=pytest.mark.slow),   # A's K-slices and row blocks too
     pytest.param("f16", 72, 40, 40, 64, marks=pytest.mark.slow),    # A too narrow to move, B rows past K
     pytest.param("i8", 24, 32, 300, 16, marks=pytest.mark.slow),
@@ -82,3 +82,16 @@ def test_descriptors_on_surfaces_of_their_own_in_a_fast_k_loop(dtype, M, N, K, B
     assert "and i32" in text and ", -64" in text, "no descriptor moved to a surface of its own"
     run_device(res, case["grid"], case["args"], 16)
     check_result(case, 0 if dtype == "i8" else 1e-2)
+
+
+@pytest.mark.parametrize("target,own", [("pvc", True), ("bmg", False)])
+def test_k_slices_load_from_surfaces_of_their_own_where_blocks_lack_immediate_offsets(target, own):
+    """The two K-slices of B (32x16x2 VNNI loads, Khronos builtins) in the fast k-loop: on pvc
+    their loads name two surfaces (bases), so IGC does not share one payload and copy it per
+    load; bmg's block messages take immediate offsets, so one surface stays (IGC's own choice)."""
+    case = gemm_case(gemm, "f16", 8, 32, 100, 8, 32, 64)
+    res = lower_xegpu.lower(case["fn"], target)
+    llir, _, _ = spirv.optimize_and_emit(res["module"], res["extensions"])
+    bases = set(re.findall(r"Subgroup2DBlockLoadTransformINTEL\w*\(i32 2, i32 16, i32 32, i32 2, "
+                           r"ptr addrspace\(1\) (%[\w.]+),", llir))
+    assert len(bases) == (2 if own else 1), bases
