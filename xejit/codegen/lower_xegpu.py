@@ -164,6 +164,9 @@ class TD:
     #: (elements, rows) i32 by which ``surf`` starts right of / below the array's own surface
     #: (``block_coords.own_surface``), subtracted from ``xy``; None: not moved
     shift: tuple | None = None
+    #: in the fast version of a k-loop: (x0, y0, rows, cols) -- ``xy`` is (x0 + cols * counter,
+    #: y0 + rows * counter) (``_lower_for``); None elsewhere
+    counter: tuple | None = None
 
     def moved(self, row, col, xy: tuple | None = None) -> "TD":
         return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf, xy,
@@ -234,6 +237,7 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
         self._surf_depth: dict[int, int] = {}          # id(surface ok flag) -> loop depth it is made at
         #: id(2D block coordinate) -> the preheader of the loop it is invariant in (set once there)
         self._invariant: dict[int, ir.Block] = {}
+        self._merged_prefetches: set[int] = set()    # id(xegpu.prefetch_nd) lowered with a partner
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -1069,6 +1073,56 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
             return
         bits, bw, bh, cnt = xg.block_params(op)
         var = emu.BlockVariant("prefetch", self.sg, bits, bw, bh, cnt)
+        rng = op.attributes.get("subgroups")
+        if rng is not None:
+            if id(op) in self._merged_prefetches or self.merged_prefetch(op, td, var):
+                return
+            sg = bi.sub_group_id(self.b)
+            mine = self.b.and_(self.b.icmp_unsigned(">=", sg, I32(rng[0])), self.b.icmp_unsigned("<", sg, I32(rng[1])))
+            with self.b.if_then(mine):
+                self._prefetch(td, var)
+            return
+        self._prefetch(td, var)
+
+    def merged_prefetch(self, op: Operation, td: TD, var: emu.BlockVariant) -> bool:
+        """In the fast version of a k-loop, ``op`` and the prefetch of its block for the other
+        subgroups (``subgroups`` ranges of ``passes.pipelining.split_prefetch``) as one message
+        per subgroup: a payload on either surface, chosen by the subgroup once before the loop,
+        moved in place each k-step. Two prefetches per subgroup cost pvc 11 instructions per
+        k-step (two sends, two coordinates, and 3 no-op payload reads each from IGC's
+        insertPVCWA before the payloads are rewritten), one costs 7. False when not applicable."""
+        others = [o for o in op.parent.ops if o is not op and o.name == "xegpu.prefetch_nd"
+                  and o.attributes.get("subgroups") is not None]
+        if len(others) != 1 or self.emulate or not self._preheaders:
+            return False
+        other = others[0]
+        tds = [td, self.env.get(id(other.operands[0]))]
+        if not all(isinstance(t, TD) and t.counter is not None and t.surf is not None and
+                   self.versioned.get(id(t.surf[5])) is True and t.type.dtype.bitwidth == var.elem_bits
+                   for t in tds) or xg.block_params(other) != xg.block_params(op) or \
+                bp.problem(self.target, var) is not None:
+            return False
+        lo, hi = op.attributes["subgroups"]
+        pre = self._preheaders[-1]
+        at = ir.IRBuilder(pre)
+        at.position_before(pre.terminator)
+        sg = bi.sub_group_id(at)
+        mine = at.and_(at.icmp_unsigned(">=", sg, I32(lo)), at.icmp_unsigned("<", sg, I32(hi)))
+        pick = [at.select(mine, a, b) for a, b in zip(tds[0].surf[:4], tds[1].surf[:4])]
+        ap = bp.create(at, var, *pick)
+        (x0, y0, dy, dx), (x1, y1, dy1, dx1) = tds[0].counter, tds[1].counter
+        bp.set_xy(at, ap, at.select(mine, x0, x1), at.select(mine, y0, y1))
+        bp.prefetch(self.b, var, ap)
+        moves = [(axis, I32(a) if a == c else at.select(mine, I32(a), I32(c)))
+                 for axis, a, c in (("x", dx, dx1), ("y", dy, dy1)) if a or c]
+        bp.add_coords(self.b, ap, moves)
+        self._merged_prefetches.update((id(op), id(other)))
+        self.instructions["2D block address payload (IGC builtin)"] += 1
+        self.instructions["prefetches of two tiles as one message per subgroup"] += 1
+        return True
+
+    def _prefetch(self, td: TD, var: emu.BlockVariant) -> None:
+        bits, bw, bh, cnt = var.elem_bits, var.width, var.height, var.count
         ap = self.payload(td, var, *self.block_xy(td, bits // 8, bits // 8, td.surf[4])) \
             if td.xy is not None else None
         if ap is not None:
@@ -1708,7 +1762,7 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
                 return v, v
             (mr, mc), (x0, y0) = moving[j], like.xy
             out = like.moved(vals[0], vals[1], at_counter((x0, y0), mr, mc))
-            inner = out
+            inner = like.moved(vals[0], vals[1], out.xy)
             if like.shift is None and not self.target.block_io.immediate_offsets and \
                     self.loads_through_spirv_builtin(op.regions[0].block.args[1 + j]):
                 at = ir.IRBuilder(pre)
@@ -1717,6 +1771,7 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
                                                      self.target.block_io.min_width_bytes)
                 inner = like.moved(vals[0], vals[1], at_counter((x0, y0), mr, mc))
                 inner.surf, inner.shift = surf, shift
+            inner.counter = (x0, y0, mr * step.constant, mc * step.constant)
             self._invariant.update({id(v0): pre for v0, m in ((x0, mc), (y0, mr)) if m == 0})
             return out, inner
 

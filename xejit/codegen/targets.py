@@ -116,6 +116,11 @@ class BlockIOLimits:
     #: it copies the payload per such load, so the XeGPU lowering gives each descriptor a k-loop
     #: moves a surface of its own (``block_coords.own_surface``).
     immediate_offsets: bool = True
+    #: Intel's compiler puts 3 no-op reads before any instruction that rewrites a register a
+    #: send may still be reading (visa ``SWSB::insertPVCWA``, pvc only): a k-loop's prefetch
+    #: payloads, rewritten every k-step. The pipelining pass then prefetches a k-step's tiles
+    #: with one message per subgroup (``passes.pipelining.split_prefetch``).
+    payload_war_workaround: bool = False
 
     def x_align(self, elem_bits: int) -> int:
         return dict(self.x_alignment).get(elem_bits, 1)
@@ -194,7 +199,7 @@ _EXT_CACHE = "SPV_INTEL_cache_controls"
 
 # IGC is the compiler of every target with 2D block IO: its address-payload builtins apply.
 _XE_BLOCK_IO = BlockIOLimits(address_payload=True)
-_XE_HPC_BLOCK_IO = BlockIOLimits(address_payload=True, immediate_offsets=False)
+_XE_HPC_BLOCK_IO = BlockIOLimits(address_payload=True, immediate_offsets=False, payload_war_workaround=True)
 
 _LARGE_GRF_OPTIONS = (("level_zero", "-ze-opt-large-register-file"), ("opencl", "-cl-intel-256-GRF-per-thread"))
 # 128 x 64-byte registers per thread, 256 in large-GRF mode (HARDWARE.md; for Xe2/Xe3 assumed equal

@@ -95,3 +95,21 @@ def test_k_slices_load_from_surfaces_of_their_own_where_blocks_lack_immediate_of
     bases = set(re.findall(r"Subgroup2DBlockLoadTransformINTEL\w*\(i32 2, i32 16, i32 32, i32 2, "
                            r"ptr addrspace\(1\) (%[\w.]+),", llir))
     assert len(bases) == (2 if own else 1), bases
+
+
+@pytest.mark.parametrize("target,messages", [("pvc", 1), ("bmg", 2)])
+def test_k_step_prefetch_is_one_message_per_subgroup_on_pvc(target, messages):
+    """pvc: a k-step's A and B tiles are prefetched in 32-row blocks, A's by subgroups 0-1 and B's
+    by 2-3 (``split_prefetch``), so the fast k-loop issues one prefetch per subgroup, on a payload
+    chosen before the loop and moved in place; bmg keeps a prefetch of each tile per subgroup."""
+    from xejit.codegen.compiler import compile_kernel
+    a, b = np.empty((256, 256), np.float16), np.empty((256, 256), np.float16)
+    mod = gemm.compile_ir(a, b, np.empty((256, 256), np.float32), 256, 256, 256, BM=64, BN=64, BK=32,
+                          num_subgroups=4)
+    ck = compile_kernel(mod, target, num_subgroups=4, num_stages=2)
+    xegpu = ck.asm["xegpu"]
+    assert ("subgroups = [0, 2]" in xegpu and "subgroups = [2, 4]" in xegpu) == (messages == 1)
+    loop = ck.asm["llir"].split("for.body:")[1]
+    loop = loop[:loop.index("\n\n")]
+    assert loop.count("block_read_ap_prefetch") == messages, loop
+    assert ("addBlock2DAddressPayloadBlockX" in loop) == (messages == 1)
