@@ -114,8 +114,9 @@ def _c(bm: int, bn: int, bk: int, sg: int, stages: int = 3, grf: str = "default"
 
 # Xe-HPC / Xe2: large workgroup tiles over many subgroups; 256x256 needs the large register file.
 _XE_CONFIGS = [
-    # 32x64 subgroup tiles with a 64-deep k-step: 64 DPAS per step, 0 spill, 1.39 instructions per
-    # DPAS on bmg, 1.64 on pvc (fp16/bf16; IGC's pvc no-op payload reads after sends weigh there)
+    # 64x32 subgroup tiles with a 64-deep k-step: 64 DPAS per step, 0 spill, 1.39 instructions per
+    # DPAS on bmg, 1.48 on pvc (fp16/bf16; 1.64 before pvc's own surfaces and split prefetch,
+    # docs/compiler.md "XeGPU lowering notes")
     _c(256, 256, 64, 32, 3, "256"),
     _c(256, 256, 32, 32, 3, "256"),
     _c(256, 128, 32, 32, 3, "256"),
