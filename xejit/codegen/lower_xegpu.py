@@ -1113,7 +1113,15 @@ class XeGPULowering(TransposedDpas, BlockReads, LoweringBase):
         (x0, y0, dy, dx), (x1, y1, dy1, dx1) = tds[0].counter, tds[1].counter
         bp.set_xy(at, ap, at.select(mine, x0, x1), at.select(mine, y0, y1))
         bp.prefetch(self.b, var, ap)
-        moves = [(axis, I32(a) if a == c else at.select(mine, I32(a), I32(c)))
+        n = self.nsg
+        if lo == 0 and 2 * hi == n and hi & (hi - 1) == 0:
+            # the second range's subgroups have bit log2(hi) set: the steps from it by arithmetic
+            # (a select of two constants became a bool IGC rebuilt in the loop, 4 moves a k-step)
+            other_half = at.lshr(sg, I32(hi.bit_length() - 1))
+            step = lambda a, c: at.add(I32(a), at.mul(other_half, I32(c - a)))  # noqa: E731
+        else:
+            step = lambda a, c: at.select(mine, I32(a), I32(c))  # noqa: E731
+        moves = [(axis, I32(a) if a == c else step(a, c))
                  for axis, a, c in (("x", dx, dx1), ("y", dy, dy1)) if a or c]
         bp.add_coords(self.b, ap, moves)
         self._merged_prefetches.update((id(op), id(other)))
