@@ -16,6 +16,13 @@ the loop, with the surface checks it is versioned on).
 iteration, so their coordinates can be computed from the loop's own counter (one add per
 block message, where IGC writes the payload's field) instead of being carried and moved.
 
+:func:`own_surface` gives such a descriptor a surface of its own, based at its first block: IGC
+(its ``Decompose2DBlockFuncsWithHoisting`` pass) puts the 2D block loads of one surface whose
+coordinates differ by constants -- the K-slices of a k-step, the row blocks of a tile -- on one
+address payload with immediate offsets, which pvc's block messages lack: each such load then
+copies the payload and adds the offset (two instructions), and rewriting the shared payload
+while an earlier load may still read it costs pvc four more (IGC's ``insertPVCWA``).
+
 Example:
     >>> from llvmlite import ir
     >>> b = ir.IRBuilder(ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), []), "f").append_basic_block())
@@ -28,7 +35,7 @@ from llvmlite import ir
 
 from ..ir.core import BlockArgument, Operation, OpResult, Value
 
-__all__ = ["FAR", "LOOP_DRIFT", "SMALL_STEP", "clamp", "loop_steps"]
+__all__ = ["FAR", "LOOP_DRIFT", "SMALL_STEP", "clamp", "loop_steps", "own_surface"]
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 #: where a coordinate that does not fit is put: out of bounds of any surface (< 2**24), with
@@ -80,3 +87,34 @@ def loop_steps(op: Operation, step: int, env: dict) -> dict[int, tuple[int, int]
                 and dr % step == 0 and dc % step == 0):
             out[j] = (dr // step, dc // step)
     return out
+
+
+def own_surface(b: ir.IRBuilder, surf: tuple, x0: ir.Value, y0: ir.Value, moves: tuple[int, int],
+                elem_bytes: int, min_width: int) -> tuple[tuple, ir.Value, ir.Value, tuple]:
+    """The surface ``surf`` = (64-byte aligned base, width bytes, height, pitch bytes (i32), ...)
+    moved to the block at (``x0`` elements, ``y0`` rows) that a loop then moves by ``moves`` =
+    (rows, cols) >= 0 per step: (that surface, x0 and y0 on it, the shift (elements, rows)).
+
+    The base moves right by the whole 64-byte units left of ``x0`` and down by ``y0`` rows when
+    that keeps it 64-byte aligned; the width and height shrink by as much. The block reads and
+    writes the same elements on both surfaces as long as it never moves left or up of where it
+    starts; a shift that would break a rule (a coordinate left of / above the surface or far out,
+    a width under ``min_width``, an unaligned row offset, a move left or up) is 0 at run time."""
+    base, width, height, pitch = surf[:4]
+    zero = I32(0)
+    sxb = zero
+    if moves[1] >= 0 and elem_bytes <= 4:
+        # whole 64-byte units left of x0 (x0 < FAR = 2**28: the byte offset fits in i32)
+        cand = b.and_(b.mul(x0, I32(elem_bytes)), I32(~63))
+        ok = b.and_(b.icmp_signed(">=", x0, zero), b.icmp_signed(">=", b.sub(width, cand), I32(min_width)))
+        sxb = b.select(ok, cand, zero)
+    sy = zero
+    if moves[0] >= 0:
+        rowb = b.mul(b.zext(y0, I64), b.zext(pitch, I64))
+        ok = b.and_(b.and_(b.icmp_signed(">=", y0, zero), b.icmp_signed("<", y0, height)),
+                    b.icmp_unsigned("==", b.and_(rowb, I64(63)), I64(0)))
+        sy = b.select(ok, y0, zero)
+    off = b.add(b.zext(sxb, I64), b.mul(b.zext(sy, I64), b.zext(pitch, I64)))
+    sx = b.lshr(sxb, I32(elem_bytes.bit_length() - 1)) if elem_bytes > 1 else sxb
+    new = (b.gep(base, [off], source_etype=ir.IntType(8)), b.sub(width, sxb), b.sub(height, sy)) + tuple(surf[3:])
+    return new, b.sub(x0, sx), b.sub(y0, sy), (sx, sy)

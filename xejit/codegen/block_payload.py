@@ -10,7 +10,8 @@ its own builtins, resolved by name in its ``LSCFuncsResolution`` pass into the G
 * ``ptr __builtin_IB_subgroup_createBlock2DAddressPayload(i64 base, i32 width_bytes - 1,
   i32 height - 1, i32 pitch_bytes - 1, i32 x, i32 y, i32 block_width, i32 block_height,
   i32 block_count)`` -- once, where the descriptor is created (block shape: constants);
-* ``void __builtin_IB_subgroup_setBlock2DAddressPayloadBlockX / BlockY(ptr, i32)`` -- per access;
+* ``void __builtin_IB_subgroup_setBlock2DAddressPayloadBlockX / BlockY(ptr, i32)`` -- per access
+  (``add...BlockX / BlockY``: added in place);
 * ``V __builtin_IB_subgroup_block_read_ap[_transpose|_transform]_u<bits>_m<h>k<w>v<count>(ptr,
   i32 imm_x, i32 imm_y, i32 cache)`` and ``void
   __builtin_IB_subgroup_block_read_ap_prefetch_u<bits>_m<h>k<w>v<count>(ptr, i32, i32, i32)``:
@@ -37,7 +38,8 @@ from . import builtins as bi
 from .emulation import BlockVariant
 from .targets import Target
 
-__all__ = ["PAYLOAD", "builtin_name", "create", "load", "prefetch", "problem", "set_coords", "set_xy"]
+__all__ = ["PAYLOAD", "add_coords", "builtin_name", "create", "load", "prefetch", "problem", "set_coords",
+           "set_xy"]
 
 I32, I64 = bi.I32, bi.I64
 #: The payload handle: an opaque pointer (``int*`` in IGC's builtin declarations).
@@ -46,6 +48,8 @@ PAYLOAD = ir.PointerType()
 _CREATE = "__builtin_IB_subgroup_createBlock2DAddressPayload"
 _SET = {"x": "__builtin_IB_subgroup_setBlock2DAddressPayloadBlockX",
         "y": "__builtin_IB_subgroup_setBlock2DAddressPayloadBlockY"}
+_ADD = {"x": "__builtin_IB_subgroup_addBlock2DAddressPayloadBlockX",
+        "y": "__builtin_IB_subgroup_addBlock2DAddressPayloadBlockY"}
 _HEIGHTS = (1, 2, 4, 8, 16, 32)
 _WIDTHS = (1, 2, 4, 8, 16, 32, 64)
 #: enum LSC_LDCC: 0 = the default, 4 = L1 cached, L3 cached (what IGC gives the Khronos prefetch).
@@ -115,6 +119,12 @@ def set_coords(b: ir.IRBuilder, payload: ir.Value, coords) -> None:
     """Set some of ``payload``'s block coordinates: ``coords`` [("x" or "y", i32 value)]."""
     for axis, val in coords:
         bi.call(b, bi.declare(b.module, _SET[axis], bi.VOID, [PAYLOAD, I32]), [payload, val])
+
+
+def add_coords(b: ir.IRBuilder, payload: ir.Value, coords) -> None:
+    """Move ``payload``'s block: ``coords`` [("x" or "y", i32 added in place)] (one add each)."""
+    for axis, val in coords:
+        bi.call(b, bi.declare(b.module, _ADD[axis], bi.VOID, [PAYLOAD, I32]), [payload, val])
 
 
 def _unit_bits(v: BlockVariant) -> int:

@@ -165,9 +165,16 @@ class TD:
     reads_in_bounds: Optional[bool] = None
     #: the ``wg_tile`` attribute (the workgroup tile this subgroup's descriptor is part of)
     wg: Optional[list] = None
+    #: (elements, rows) i32 by which ``surf`` starts right of / below the array's own surface
+    #: (``block_coords.own_surface``), subtracted from ``xy``; None: not moved
+    shift: tuple | None = None
+    #: in the fast version of a k-loop: (x0, y0, rows, cols) -- ``xy`` is (x0 + cols * counter,
+    #: y0 + rows * counter) (``_lower_for``); None elsewhere
+    counter: tuple | None = None
 
     def moved(self, row, col, xy: tuple | None = None) -> "TD":
-        return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf, xy, wg=self.wg)
+        return TD(self.arr, self.H, self.W, self.s0, self.s1, row, col, self.type, self.surf, xy,
+                  wg=self.wg, shift=self.shift)
 
 
 @dataclass
@@ -234,6 +241,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         self._surf_depth: dict[int, int] = {}          # id(surface ok flag) -> loop depth it is made at
         #: id(2D block coordinate) -> the preheader of the loop it is invariant in (set once there)
         self._invariant: dict[int, ir.Block] = {}
+        self._merged_prefetches: set[int] = set()    # id(xegpu.prefetch_nd) lowered with a partner
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -670,9 +678,13 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
     def xy_of(self, td: TD, r: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
         """The i32 (x in elements, y) of (row ``r``, col ``c``) on ``td``'s surface; a coordinate
         that does not fit is put far out of bounds (``block_coords.clamp``), not truncated."""
+        b = self.b
         eb = td.type.dtype.bitwidth // 8
-        x0 = self.b.lshr(td.surf[4], I32(eb.bit_length() - 1))   # the surface's base offset
-        return self.b.add(bc.clamp(self.b, c), x0), bc.clamp(self.b, r)
+        x0 = b.lshr(td.surf[4], I32(eb.bit_length() - 1))   # the surface's base offset
+        x, y = b.add(bc.clamp(b, c), x0), bc.clamp(b, r)
+        if td.shift is not None:     # a far coordinate stays far: the shift is < 2**24
+            x, y = b.sub(x, td.shift[0]), b.sub(y, td.shift[1])
+        return x, y
 
     def op_xegpu_update_nd_offset(self, op: Operation) -> None:
         td: TD = self.env[id(op.operands[0])]
@@ -1098,6 +1110,64 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             return
         bits, bw, bh, cnt = xg.block_params(op)
         var = emu.BlockVariant("prefetch", self.sg, bits, bw, bh, cnt)
+        rng = op.attributes.get("subgroups")
+        if rng is not None:
+            if id(op) in self._merged_prefetches or self.merged_prefetch(op, td, var):
+                return
+            sg = bi.sub_group_id(self.b)
+            mine = self.b.and_(self.b.icmp_unsigned(">=", sg, I32(rng[0])), self.b.icmp_unsigned("<", sg, I32(rng[1])))
+            with self.b.if_then(mine):
+                self._prefetch(td, var)
+            return
+        self._prefetch(td, var)
+
+    def merged_prefetch(self, op: Operation, td: TD, var: emu.BlockVariant) -> bool:
+        """In the fast version of a k-loop, ``op`` and the prefetch of its block for the other
+        subgroups (``subgroups`` ranges of ``passes.pipelining.split_prefetch``) as one message
+        per subgroup: a payload on either surface, chosen by the subgroup once before the loop,
+        moved in place each k-step. Two prefetches per subgroup cost pvc 11 instructions per
+        k-step (two sends, two coordinates, and 3 no-op payload reads each from IGC's
+        insertPVCWA before the payloads are rewritten), one costs 7. False when not applicable."""
+        others = [o for o in op.parent.ops if o is not op and o.name == "xegpu.prefetch_nd"
+                  and o.attributes.get("subgroups") is not None]
+        if len(others) != 1 or self.emulate or not self._preheaders:
+            return False
+        other = others[0]
+        tds = [td, self.env.get(id(other.operands[0]))]
+        if not all(isinstance(t, TD) and t.counter is not None and t.surf is not None and
+                   self.versioned.get(id(t.surf[5])) is True and t.type.dtype.bitwidth == var.elem_bits
+                   for t in tds) or xg.block_params(other) != xg.block_params(op) or \
+                bp.problem(self.target, var) is not None:
+            return False
+        lo, hi = op.attributes["subgroups"]
+        pre = self._preheaders[-1]
+        at = ir.IRBuilder(pre)
+        at.position_before(pre.terminator)
+        sg = bi.sub_group_id(at)
+        mine = at.and_(at.icmp_unsigned(">=", sg, I32(lo)), at.icmp_unsigned("<", sg, I32(hi)))
+        pick = [at.select(mine, a, b) for a, b in zip(tds[0].surf[:4], tds[1].surf[:4])]
+        ap = bp.create(at, var, *pick)
+        (x0, y0, dy, dx), (x1, y1, dy1, dx1) = tds[0].counter, tds[1].counter
+        bp.set_xy(at, ap, at.select(mine, x0, x1), at.select(mine, y0, y1))
+        bp.prefetch(self.b, var, ap)
+        n = self.nsg
+        if lo == 0 and 2 * hi == n and hi & (hi - 1) == 0:
+            # the second range's subgroups have bit log2(hi) set: the steps from it by arithmetic
+            # (a select of two constants became a bool IGC rebuilt in the loop, 4 moves a k-step)
+            other_half = at.lshr(sg, I32(hi.bit_length() - 1))
+            step = lambda a, c: at.add(I32(a), at.mul(other_half, I32(c - a)))  # noqa: E731
+        else:
+            step = lambda a, c: at.select(mine, I32(a), I32(c))  # noqa: E731
+        moves = [(axis, I32(a) if a == c else step(a, c))
+                 for axis, a, c in (("x", dx, dx1), ("y", dy, dy1)) if a or c]
+        bp.add_coords(self.b, ap, moves)
+        self._merged_prefetches.update((id(op), id(other)))
+        self.instructions["2D block address payload (IGC builtin)"] += 1
+        self.instructions["prefetches of two tiles as one message per subgroup"] += 1
+        return True
+
+    def _prefetch(self, td: TD, var: emu.BlockVariant) -> None:
+        bits, bw, bh, cnt = var.elem_bits, var.width, var.height, var.count
         ap = self.payload(td, var, *self.block_xy(td, bits // 8, bits // 8, td.surf[4])) \
             if td.xy is not None else None
         if ap is not None:
@@ -1691,6 +1761,18 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             self.instructions["k-loop computing C^T = B^T A^T (per-lane row loads)"] += 1
         return results
 
+    def loads_through_spirv_builtin(self, arg: Value) -> bool:
+        """Some 2D block load of descriptor ``arg`` takes the Khronos builtin, whose payload IGC
+        makes and shares among the loads of one surface (the address-payload ones have their
+        own per descriptor already: ``payload``)."""
+        for u, _ in arg.uses:
+            if u.name == "xegpu.load_nd":
+                bits, bw, bh, cnt = xg.block_params(u)
+                var = emu.BlockVariant(xg.block_op_kind(u), self.sg, bits, bw, bh, cnt)
+                if bp.problem(self.target, var) is not None:
+                    return True
+        return False
+
     def _lower_for(self, op: Operation, steps: dict[int, tuple[int, int]] | None = None,
                    reads_in_bounds: Optional[dict] = None) -> list:
         """The loop in LLVM IR (LLVM rotates it: the guard before, the test at the bottom).
@@ -1735,26 +1817,45 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         else:
             iv, cond = ctr, b.icmp_signed("<", ctr, ub)
 
+        def at_counter(v0s, mr, mc):
+            return tuple(v0 if m == 0 else b.add(v0, ctr if m == 1 else b.mul(ctr, I32(m)))
+                         for v0, m in zip(v0s, (mc, mr)))
+
         def rebuild(j: int, like, vals: list):
+            """(the loop's value of carried ``like``, the body's): a moving descriptor takes a
+            surface of its own in the body (``block_coords.own_surface``: no IGC payload shared
+            with the others, so no payload copies), its plain surface outside."""
             if j not in moving:
-                return self._rebuild(like, vals)
+                v = self._rebuild(like, vals)
+                return v, v
             (mr, mc), (x0, y0) = moving[j], like.xy
+            out = like.moved(vals[0], vals[1], at_counter((x0, y0), mr, mc))
+            inner = like.moved(vals[0], vals[1], out.xy)
+            if like.shift is None and not self.target.block_io.immediate_offsets and \
+                    self.loads_through_spirv_builtin(op.regions[0].block.args[1 + j]):
+                at = ir.IRBuilder(pre)
+                at.position_before(pre.terminator)
+                surf, x0, y0, shift = bc.own_surface(at, like.surf, x0, y0, (mr, mc), like.type.dtype.bitwidth // 8,
+                                                     self.target.block_io.min_width_bytes)
+                inner = like.moved(vals[0], vals[1], at_counter((x0, y0), mr, mc))
+                inner.surf, inner.shift = surf, shift
+            inner.counter = (x0, y0, mr * step.constant, mc * step.constant)
             self._invariant.update({id(v0): pre for v0, m in ((x0, mc), (y0, mr)) if m == 0})
-            xy = tuple(v0 if m == 0 else b.add(v0, ctr if m == 1 else b.mul(ctr, I32(m)))
-                       for v0, m in ((x0, mc), (y0, mr)))
-            return like.moved(vals[0], vals[1], xy)
+            return out, inner
 
         pos = 0
-        carried = []
+        carried, in_body = [], []
         for j, like in enumerate(inits):
             k = len(flat_of(j, like))
-            carried.append(rebuild(j, like, phis[pos:pos + k]))
+            out, inner = rebuild(j, like, phis[pos:pos + k])
+            carried.append(out)
+            in_body.append(inner)
             pos += k
         b.cbranch(cond, body_bb, exit_bb)
         b.position_at_end(body_bb)
         body = op.regions[0].block
         self.env[id(body.args[0])] = iv
-        for j, (arg, val) in enumerate(zip(body.args[1:], carried)):
+        for j, (arg, val) in enumerate(zip(body.args[1:], in_body)):
             if reads_in_bounds and j in reads_in_bounds:
                 # the body's copy carries the versioning's verdict; the loop's results do not
                 val = val.moved(val.row, val.col, val.xy)

@@ -111,6 +111,16 @@ class BlockIOLimits:
     #: x / y), instead of the Khronos builtins' whole surface on every call, whose payload IGC
     #: rebuilds per message inside k-loops (benchmarks/bench_device_code.py).
     address_payload: bool = False
+    #: block messages take immediate x / y offsets (IGC: ``LSC2DSupportImmXY``, Xe2 and later):
+    #: IGC loads blocks of one surface at constant offsets from one payload. Without them (pvc)
+    #: it copies the payload per such load, so the XeGPU lowering gives each descriptor a k-loop
+    #: moves a surface of its own (``block_coords.own_surface``).
+    immediate_offsets: bool = True
+    #: Intel's compiler puts 3 no-op reads before any instruction that rewrites a register a
+    #: send may still be reading (visa ``SWSB::insertPVCWA``, pvc only): a k-loop's prefetch
+    #: payloads, rewritten every k-step. The pipelining pass then prefetches a k-step's tiles
+    #: with one message per subgroup (``passes.pipelining.split_prefetch``).
+    payload_war_workaround: bool = False
 
     def x_align(self, elem_bits: int) -> int:
         return dict(self.x_alignment).get(elem_bits, 1)
@@ -189,6 +199,7 @@ _EXT_CACHE = "SPV_INTEL_cache_controls"
 
 # IGC is the compiler of every target with 2D block IO: its address-payload builtins apply.
 _XE_BLOCK_IO = BlockIOLimits(address_payload=True)
+_XE_HPC_BLOCK_IO = BlockIOLimits(address_payload=True, immediate_offsets=False, payload_war_workaround=True)
 
 _LARGE_GRF_OPTIONS = (("level_zero", "-ze-opt-large-register-file"), ("opencl", "-cl-intel-256-GRF-per-thread"))
 # 128 x 64-byte registers per thread, 256 in large-GRF mode (HARDWARE.md; for Xe2/Xe3 assumed equal
@@ -210,7 +221,7 @@ TARGETS: dict[str, Target] = {
         description="Intel Data Center GPU Max (Xe-HPC, Ponte Vecchio)",
         subgroup_sizes=(16, 32),            # DESIGN.md: 16
         dpas=_XE_HPC_XE2_DPAS,              # HARDWARE.md: M<=8, N=16, K=32 bytes
-        block_io=_XE_BLOCK_IO,              # HARDWARE.md "2D block IO (PVC, Xe2)"
+        block_io=_XE_HPC_BLOCK_IO,          # HARDWARE.md "2D block IO (PVC, Xe2)"
         registers=_XE_GRF,                  # HARDWARE.md
         slm_bytes=128 * 1024,               # HARDWARE.md: 128 KB per Xe core
         named_barriers=32,                  # HARDWARE.md: up to 32 per Xe core

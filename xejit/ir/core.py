@@ -457,6 +457,14 @@ class OpDef:
 OP_DEFS: dict[str, OpDef] = {}
 
 
+def verify_subgroups_attr(op: "Operation") -> None:
+    """An op's ``subgroups = [lo, hi]`` (prefetches): only subgroups lo <= id < hi issue it."""
+    r = op.attributes.get("subgroups")
+    if r is not None and not (isinstance(r, (list, tuple)) and len(r) == 2 and
+                              all(isinstance(x, int) for x in r) and 0 <= r[0] < r[1]):
+        raise VerifyError(f"subgroups must be [lo, hi] with 0 <= lo < hi, got {r!r}", op)
+
+
 def register_op(opdef: OpDef) -> OpDef:
     """Add an op definition to the global registry (one per op name)."""
     OP_DEFS[opdef.name] = opdef

@@ -45,6 +45,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .core import verify_subgroups_attr
 from .core import (ArrayType, Layout, OpDef, Operation, ScalarType, Type, VectorType, VerifyError,
                    f32, i1, i32, index, register_op)
 from .interpreter import ATOMIC_LOCK, Buffer, Interpreter, impl
@@ -254,6 +255,7 @@ def _verify_store_nd(op: Operation) -> None:
 
 def _verify_prefetch_nd(op: Operation) -> None:
     _tdesc(op, op.operands[0])
+    verify_subgroups_attr(op)
 
 
 DPAS_ACC = {"bf16": f32, "f16": f32, "f32": f32, "i8": i32, "u8": i32}
@@ -400,8 +402,8 @@ register_op(OpDef("xegpu.load_nd", 1, None, verify=_verify_load_nd,
                   summary="2D block load (VNNI packed / transposed); one result per array block"))
 register_op(OpDef("xegpu.store_nd", 2, 0, pure=False, verify=_verify_store_nd,
                   summary="2D block store; out-of-bounds elements are dropped"))
-register_op(OpDef("xegpu.prefetch_nd", 1, 0, pure=False, verify=_verify_prefetch_nd,
-                  summary="2D block prefetch to cache"))
+register_op(OpDef("xegpu.prefetch_nd", 1, 0, pure=False, verify=_verify_prefetch_nd, attrs=("subgroups",),
+                  summary="2D block prefetch to cache; `subgroups = [lo, hi]`: only those subgroups issue it"))
 register_op(OpDef("xegpu.dpas", None, 1, verify=_verify_dpas,
                   attrs=("input_precision", "software", "layout"),
                   summary="matrix multiply-accumulate on the systolic array (software = true: the "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from .core import verify_subgroups_attr
 from .core import (ArrayType, Layout, OpDef, Operation, ScalarType, TileType, Type, Value,
                    VectorType, VerifyError, i1, index, register_op, f32, i32)
 
@@ -379,6 +380,7 @@ def _verify_prefetch(op: Operation) -> None:
     _need_tile(op, op.operands[0])
     if op.attributes.get("locality", 3) not in (0, 1, 2, 3):
         _fail(op, "prefetch_tile locality must be 0..3")
+    verify_subgroups_attr(op)
 
 
 def _verify_update_offset(op: Operation) -> None:
@@ -395,7 +397,9 @@ register_op(OpDef("xetile.load_tile", 1, 1, verify=_verify_load_tile, attrs=("pa
 register_op(OpDef("xetile.store_tile", 2, 0, pure=False, verify=_verify_store_tile,
                   summary="store a vector into a tile; out-of-bounds elements are dropped"))
 register_op(OpDef("xetile.prefetch_tile", 1, 0, pure=False, verify=_verify_prefetch,
-                  attrs=("locality",), summary="prefetch a tile into cache (no effect on values)"))
+                  attrs=("locality", "subgroups"),
+                  summary="prefetch a tile into cache (no effect on values); `subgroups = [lo, hi]`: "
+                          "only those subgroups issue it"))
 register_op(OpDef("xetile.update_tile_offset", 3, 1, verify=_verify_update_offset,
                   summary="move a tile by relative offsets"))
 

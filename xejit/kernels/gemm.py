@@ -114,8 +114,9 @@ def _c(bm: int, bn: int, bk: int, sg: int, stages: int = 3, grf: str = "default"
 
 # Xe-HPC / Xe2: large workgroup tiles over many subgroups; 256x256 needs the large register file.
 _XE_CONFIGS = [
-    # 32x64 subgroup tiles with a 64-deep k-step: 64 DPAS per step, 0 spill, 1.39 instructions per
-    # DPAS on bmg, 1.64 on pvc (fp16/bf16; IGC's pvc no-op payload reads after sends weigh there)
+    # 64x32 subgroup tiles with a 64-deep k-step: 64 DPAS per step, 0 spill, 1.39 instructions per
+    # DPAS on bmg, 1.48 on pvc (fp16/bf16; 1.64 before pvc's own surfaces and split prefetch,
+    # docs/compiler.md "XeGPU lowering notes")
     _c(256, 256, 64, 32, 3, "256"),
     _c(256, 256, 32, 32, 3, "256"),
     _c(256, 128, 32, 32, 3, "256"),
@@ -137,9 +138,11 @@ _XE_CONFIGS = [
     # operands: 64 DPAS per step, 0 spill, bmg 1.39 instructions per DPAS, pvc 1.88.
     _c(128, 128, 128, 16, 3, "256"),
     _c(256, 128, 128, 32, 3, "256"),
-    # small M (decode-like shapes): a thin tile with a long k-step
-    _c(8, 512, 64, 32, 3),
-    _c(8, 256, 64, 16, 3),
+    # small M (decode-like shapes): a thin tile with a long k-step, 8x32 subgroup tiles (8 DPAS
+    # per k-step: pvc 3.88, bmg 3.25 instructions per DPAS; 8x16 tiles, 4 DPAS per k-step, gave
+    # pvc 6.5 / 8.75, bmg 5.5 / 7.75: two A loads, two B loads and a prefetch feed 4 DPAS there)
+    _c(8, 512, 64, 16, 3),
+    _c(8, 256, 64, 8, 3),
     _c(16, 256, 32, 16, 3),    # BK=64 here spilled 6.9 KB in the boundary-tile copy of the k-loop
     _c(32, 256, 32, 16, 3),
 ]

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from xejit.codegen import block_coords, lower_xegpu
+from xejit.codegen import block_coords, lower_xegpu, spirv
 
 from .helpers import check_result, gemm_case, run_device, sg_function
 from .kernels import gemm, row_band_sum
@@ -63,3 +63,53 @@ def test_clamp_keeps_far_coordinates_out_of_every_surface():
     # far stays beyond any surface (< 2**24) after the moves the loop's span check allows
     assert block_coords.FAR - block_coords.LOOP_DRIFT > 2**24
     assert (block_coords.FAR + block_coords.LOOP_DRIFT) * 4 < 2**31
+
+
+@pytest.mark.parametrize("dtype,M,N,K,BM", [
+    pytest.param("f16", 8, 32, 100, 8, marks=pytest.mark.slow),   # decode: B's 2nd K-slice 32 rows down
+    pytest.param("f16", 80, 48, 200, 64, marks=pytest.mark.slow),   # A's K-slices and row blocks too
+    pytest.param("f16", 72, 40, 40, 64, marks=pytest.mark.slow),    # A too narrow to move, B rows past K
+    pytest.param("i8", 24, 32, 300, 16, marks=pytest.mark.slow),
+    pytest.param("f16", 16, 32, 24, 16, marks=pytest.mark.slow)])   # B's second K-slice below K
+def test_descriptors_on_surfaces_of_their_own_in_a_fast_k_loop(dtype, M, N, K, BM):
+    """pvc (no immediate block offsets): each descriptor the fast k-loop moves is based at its
+    first block (``block_coords.own_surface``) -- the tile's K-slices and row blocks, shifted or
+    not (A narrower than a 64-byte unit plus the minimum width, B rows past its height, the last
+    row blocks below M): the results are those of the plain surfaces."""
+    case = gemm_case(gemm, dtype, M, N, K, BM, 32, 128 if dtype == "i8" else 64)
+    res = lower_xegpu.lower(case["fn"], "pvc", {"emulate": True, "version_loops": True})
+    text = _fast_loop(res)
+    assert "and i32" in text and ", -64" in text, "no descriptor moved to a surface of its own"
+    run_device(res, case["grid"], case["args"], 16)
+    check_result(case, 0 if dtype == "i8" else 1e-2)
+
+
+@pytest.mark.parametrize("target,own", [("pvc", True), ("bmg", False)])
+def test_k_slices_load_from_surfaces_of_their_own_where_blocks_lack_immediate_offsets(target, own):
+    """The two K-slices of B (32x16x2 VNNI loads, Khronos builtins) in the fast k-loop: on pvc
+    their loads name two surfaces (bases), so IGC does not share one payload and copy it per
+    load; bmg's block messages take immediate offsets, so one surface stays (IGC's own choice)."""
+    case = gemm_case(gemm, "f16", 8, 32, 100, 8, 32, 64)
+    res = lower_xegpu.lower(case["fn"], target)
+    llir, _, _ = spirv.optimize_and_emit(res["module"], res["extensions"])
+    bases = set(re.findall(r"Subgroup2DBlockLoadTransformINTEL\w*\(i32 2, i32 16, i32 32, i32 2, "
+                           r"ptr addrspace\(1\) (%[\w.]+),", llir))
+    assert len(bases) == (2 if own else 1), bases
+
+
+@pytest.mark.parametrize("target,messages", [("pvc", 1), ("bmg", 2)])
+def test_k_step_prefetch_is_one_message_per_subgroup_on_pvc(target, messages):
+    """pvc: a k-step's A and B tiles are prefetched in 32-row blocks, A's by subgroups 0-1 and B's
+    by 2-3 (``split_prefetch``), so the fast k-loop issues one prefetch per subgroup, on a payload
+    chosen before the loop and moved in place; bmg keeps a prefetch of each tile per subgroup."""
+    from xejit.codegen.compiler import compile_kernel
+    a, b = np.empty((256, 256), np.float16), np.empty((256, 256), np.float16)
+    mod = gemm.compile_ir(a, b, np.empty((256, 256), np.float32), 256, 256, 256, BM=64, BN=64, BK=32,
+                          num_subgroups=4)
+    ck = compile_kernel(mod, target, num_subgroups=4, num_stages=2)
+    xegpu = ck.asm["xegpu"]
+    assert ("subgroups = [0, 2]" in xegpu and "subgroups = [2, 4]" in xegpu) == (messages == 1)
+    loop = ck.asm["llir"].split("for.body:")[1]
+    loop = loop[:loop.index("\n\n")]
+    assert loop.count("block_read_ap_prefetch") == messages, loop
+    assert ("addBlock2DAddressPayloadBlockX" in loop) == (messages == 1)

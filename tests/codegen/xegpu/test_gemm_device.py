@@ -109,6 +109,20 @@ def test_workgroup_gemm_through_compile_kernel():
     check_result(case, 1e-2)
 
 
+@pytest.mark.slow
+def test_split_prefetch_gemm_through_compile_kernel():
+    """pvc's k-step prefetch split over subgroup ranges (A's blocks by subgroups 0-1, B's by 2-3)
+    runs under emulation and leaves the values alone (M, N, K not multiples of the tiles)."""
+    from xejit.codegen.compiler import compile_kernel
+    M, N, K = 100, 72, 96     # rows 16-byte aligned: 2D block loads (else A is gathered, not prefetched)
+    case = gemm_case(gemm, "f16", M, N, K, 64, 64, 32)
+    mod = gemm.compile_ir(case["a"], case["b"], case["c"], M, N, K, BM=64, BN=64, BK=32, num_subgroups=4)
+    ck = compile_kernel(mod, "pvc", emulate=True, num_subgroups=4, num_stages=2)
+    assert "subgroups = [0, 2]" in ck.asm["xegpu"] and "subgroups = [2, 4]" in ck.asm["xegpu"]
+    run_compiled(ck, (-(-M // 64), -(-N // 64)), case["args"])
+    check_result(case, 1e-2)
+
+
 @pytest.mark.parametrize("target", ["pvc", "dg2"])
 def test_load_padding_and_oob_store_drop(target):
     """x is smaller than the tiles: out-of-bounds reads give the padding, y (larger) shows it."""

@@ -152,7 +152,7 @@ def _wg_gemm(kernel, nsg=4, BM=64, BN=64, BK=32, M=64, N=64, K=128):
 def test_cooperative_prefetch_num_stages_ahead():
     from xejit.ir.core import Layout
     for stages in (1, 3):
-        wg = pipelining.run(_wg_gemm(gemm), stages, get_target("pvc"))
+        wg = pipelining.run(_wg_gemm(gemm), stages, get_target("bmg"))   # pvc splits: test_block_coords
         loop = next(op for op in wg.walk() if op.name == "scf.for")
         before = [op for op in wg.entry.ops if op.name == "xetile.prefetch_tile"]
         inside = [op for op in loop.regions[0].block.ops if op.name == "xetile.prefetch_tile"]
@@ -165,7 +165,7 @@ def test_cooperative_prefetch_num_stages_ahead():
     # one prefetch per subgroup per tile and iteration after blocking (the loads' layouts share A
     # and B over 2 subgroups each: without the cooperative layout every block was prefetched twice)
     from xejit.codegen.passes import cleanup, distribute_to_subgroups
-    x = lower_xegpu.to_xegpu(cleanup(distribute_to_subgroups(wg)), "pvc")
+    x = lower_xegpu.to_xegpu(cleanup(distribute_to_subgroups(wg)), "bmg")
     loop = next(op for op in x.walk() if op.name == "scf.for")
     assert sum(op.name == "xegpu.prefetch_nd" for op in loop.regions[0].block.ops) == 2
     # values unchanged: the prefetching function computes what the input does
@@ -328,8 +328,14 @@ def test_cooperative_prefetch_differential(nsg, bm, bn, bk, stages, m, n, k, see
     for op in piped.walk():
         if op.name == "xetile.prefetch_tile":
             t = op.operands[0].type
-            assert tuple(l * d for l, d in zip(t.layout.sg_layout, t.layout.sg_data)) == t.shape
-            assert t.layout.sg_layout[0] * t.layout.sg_layout[1] == nsg
+            (L0, L1), (D0, D1) = t.layout.sg_layout, t.layout.sg_data
+            assert L0 * L1 == nsg
+            rng = op.attributes.get("subgroups")
+            if rng is None:
+                assert (L0 * D0, L1 * D1) == t.shape
+            else:   # split_prefetch: the subgroups in range issue each block of the tile once
+                got = sorted(((s // L1) * D0 % t.shape[0], (s % L1) * D1) for s in range(*rng))
+                assert got == [(r, c) for r in range(0, t.shape[0], D0) for c in range(0, t.shape[1], D1)]
     outs = []
     for f in (wg, piped):
         c = np.full((m, n), np.nan, np.float32)

@@ -582,8 +582,9 @@ class _Blocker:
         if td.plan.kind == "gather":
             self.report.add(op, "none", f"prefetch dropped: the tile uses gather loads ({td.plan.reason})")
             return
+        rng = op.attributes.get("subgroups")
         for d in td.descs:
-            self.create("xegpu.prefetch_nd", [d], [], loc=op.loc)
+            self.create("xegpu.prefetch_nd", [d], [], {"subgroups": rng} if rng else {}, loc=op.loc)
         self.report.add(op, "2d_block_prefetch")
 
     def op_xetile_load_tile(self, op: Operation) -> None:

@@ -27,10 +27,18 @@ import math
 from ...ir.core import Block, Builder, Function, Layout, Operation, Region, TileType, Value
 
 
+#: Prefetch blocks of fewer rows cost a message each for a line or two (decode's A tile: the same
+#: 8 rows for every workgroup, so cached after the first): not prefetched. Each prefetch in a
+#: k-loop is a send, a coordinate and, on pvc, 3 no-op reads of its payload (IGC's insertPVCWA):
+#: pvc 8x256x64/8sg fp16 33 -> 28 instructions for 8 DPAS (benchmarks/bench_device_code.py).
+MIN_PREFETCH_ROWS = 4
+
+
 def prefetch_layout(shape: tuple[int, int], elem_bytes: int, n: int) -> Layout | None:
     """Cooperative prefetch layout of a [R, C] tile over ``n`` subgroups: blocks 64 bytes wide (or
     the tile's width), the column blocks first, the rest of the subgroups over the rows. None when
-    the tile does not split evenly into n such blocks."""
+    the tile does not split evenly into n such blocks, or into blocks of at least
+    ``MIN_PREFETCH_ROWS`` rows."""
     R, C = shape
     w = min(C, max(1, 64 // elem_bytes))
     if C % w:
@@ -40,9 +48,26 @@ def prefetch_layout(shape: tuple[int, int], elem_bytes: int, n: int) -> Layout |
     if R % l0:
         return None
     d0 = R // l0
-    if d0 < 8 and d0 & (d0 - 1) or d0 > 8 and d0 % 8:   # register-block rule of the blocking pass
+    if d0 < MIN_PREFETCH_ROWS or d0 < 8 and d0 & (d0 - 1) or d0 > 8 and d0 % 8:   # (blocking's register-block rule)
         return None
     return Layout((l0, l1), (d0, C // l1))
+
+
+def split_prefetch(shapes: list[tuple[int, int]], elem_bytes: int, n: int) -> list[Layout] | None:
+    """Layouts that prefetch all of ``shapes`` (row-major [R, C] tiles of one k-step) with one
+    message per subgroup: tile i in blocks of 32 rows x 64 bytes, issued by a range of the ``n``
+    subgroups of its own (``subgroups = [lo, hi]``; the layout repeats its blocks over the other
+    subgroups, which skip it). None unless the blocks add up to exactly ``n``. A k-step of the
+    256x256x64 fp16 GEMM over 32 subgroups: A's 16 blocks by subgroups 0-15, B's by 16-31,
+    instead of two 1 KB prefetches per subgroup."""
+    w = max(1, 64 // elem_bytes)
+    out, total = [], 0
+    for R, C in shapes:
+        if R % 32 or C % w or n % (C // w):
+            return None
+        total += R // 32 * (C // w)
+        out.append(Layout((n // (C // w), C // w), (32, w)))
+    return out if total == n else None
 
 
 def _loop_invariant(v: Value, loop: Operation) -> bool:
@@ -86,7 +111,7 @@ def _candidates(loop: Operation) -> list[tuple[int, Operation, Operation]]:
     return out
 
 
-def _pipeline(loop: Operation, stages: int, n: int) -> int:
+def _pipeline(loop: Operation, stages: int, n: int, split: bool = False) -> int:
     body = loop.regions[0].block
     if any(op.name == "xetile.prefetch_tile" for op in body.ops):
         return 0   # the user prefetches: keep theirs
@@ -104,10 +129,22 @@ def _pipeline(loop: Operation, stages: int, n: int) -> int:
             cands.append((upd, init, TileType(t.shape, t.dtype, t.order, lay, False)))
     if not cands:
         return 0
+    ranges = [None] * len(cands)
+    if split and len(cands) > 1 and len({pt.dtype.itemsize for _, _, pt in cands}) == 1 and \
+            all(tuple(getattr(init.operands[0].type, "order", (1, 0))) != (0, 1) for _, init, _ in cands):
+        lays = split_prefetch([pt.shape for _, _, pt in cands], cands[0][2].dtype.itemsize, n)
+        if lays is not None:
+            lo = 0
+            for i, ((upd, init, pt), lay) in enumerate(zip(cands, lays)):
+                cnt = pt.shape[0] // 32 * lay.sg_layout[1]
+                cands[i] = (upd, init, TileType(pt.shape, pt.dtype, pt.order, lay, False))
+                ranges[i] = [lo, lo + cnt]
+                lo += cnt
     parent = loop.parent
     pre = Builder(parent, parent.ops.index(loop))
     new_inits = []
-    for upd, init, pt in cands:
+    for (upd, init, pt), rng in zip(cands, ranges):
+        attrs = {"subgroups": rng} if rng else {}
         p = pre.create("xetile.init_tile", list(init.operands), [pt],
                        {k: v for k, v in init.attributes.items() if k != "layout"}, loc=init.loc).result
         p.name_hint = "pf"
@@ -115,7 +152,7 @@ def _pipeline(loop: Operation, stages: int, n: int) -> int:
                   pre.create("arith.constant", [], [x.type], dict(x.op.attributes), loc=loop.loc).result
                   for x in upd.operands[1:])
         for _ in range(stages):
-            pre.create("xetile.prefetch_tile", [p], [], loc=loop.loc)
+            pre.create("xetile.prefetch_tile", [p], [], dict(attrs), loc=loop.loc)
             p = pre.create("xetile.update_tile_offset", [p, dr, dc], [pt], loc=loop.loc).result
         new_inits.append(p)
     # rebuild the loop with the extra carried prefetch tiles
@@ -130,9 +167,9 @@ def _pipeline(loop: Operation, stages: int, n: int) -> int:
         if op is not term:
             nb.append(op)
     extra_yield = []
-    for (upd, _, pt), a in zip(cands, nb.args[len(body.args):]):
+    for (upd, _, pt), rng, a in zip(cands, ranges, nb.args[len(body.args):]):
         bb = Builder.before(upd)   # after the deltas, which may be defined in the loop
-        bb.create("xetile.prefetch_tile", [a], [], loc=loop.loc)
+        bb.create("xetile.prefetch_tile", [a], [], {"subgroups": rng} if rng else {}, loc=loop.loc)
         extra_yield.append(bb.create("xetile.update_tile_offset", [a, *upd.operands[1:]], [pt],
                                      loc=loop.loc).result)
     ys = list(term.operands)
@@ -158,9 +195,10 @@ def run(fn: Function, num_stages: int, target=None) -> Function:
     if target is not None and target.block_io is None:
         return fn
     n = fn.attributes.get("num_subgroups") or 1
+    split = target is not None and target.block_io.payload_war_workaround
     for loop in [op for op in fn.walk() if op.name == "scf.for"]:
-        _pipeline(loop, int(num_stages), n)
+        _pipeline(loop, int(num_stages), n, split)
     return fn
 
 
-__all__ = ["run", "prefetch_layout"]
+__all__ = ["run", "prefetch_layout", "split_prefetch"]
