@@ -43,7 +43,7 @@ from .autotuner import autotune, current_target, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
 from .kernels.gemm import (GEMV_BN, GEMV_CONFIG, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, gemm_kernel,
-                           gemm_packed_kernel, gemv_kernel, pack_b_kernel)
+                           gemm_packed_kernel, gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
 from .runtime import usm
 from .runtime.launch import _usm_owner
@@ -415,18 +415,22 @@ def _scratch(name: str, rows: int, cols: int, dtype: Any) -> np.ndarray:
 
 
 def _packed(a: Any, b: Any, c: Any) -> None:
-    """``c = a @ b`` by packing b into BN-column panels (pack_b_kernel) and the K-blocked
-    gemm_packed_kernel (GotoBLAS-style; kernels/gemm.py)."""
+    """``c = a @ b`` by packing b into BN-column panels (pack_b_kernel) and a into BM-row strips
+    (pack_a_kernel), then the K-blocked gemm_packed_kernel (GotoBLAS-style; kernels/gemm.py)."""
     M, K = a.shape
     N = b.shape[1]
     cfg = PACKED_CONFIG
     bn, kc = cfg["BN"], cfg["KC"]
     kp = cdiv(K, kc) * kc
     panels = cdiv(N, bn)
+    bm = cfg["BM"]
+    strips = cdiv(M, bm)
     bp = _scratch("pack", panels * kp, bn, np.float32)
+    apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
     pack_b_kernel[(panels, kp // cfg["BKP"])](b, bp, K, kp, BKP=cfg["BKP"], BN=bn)
+    pack_a_kernel[(strips, kp // cfg["BKP"])](a, apt, kp, BM=bm, BKP=cfg["BKP"])
     gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
-        a, bp, c, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=cfg["BM"], BN=bn, BK=cfg["BK"])
+        apt, bp, c, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
 
 
 _PAD_BYTES = 64

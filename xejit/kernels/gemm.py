@@ -81,13 +81,29 @@ def pack_b_kernel(b, bp, K, Kp, BKP: xl.constexpr, BN: xl.constexpr):
 
 
 @kernel
+def pack_a_kernel(a, apt, Kp, BM: xl.constexpr, BKP: xl.constexpr):
+    """Copy a [M, K] (any layout) into BM-row strips: strip i is columns i*Kp .. i*Kp+Kp of
+    ``apt`` [BM, ceil(M/BM)*Kp], a column-major view (the transpose of a row-major
+    [strips*Kp, BM] buffer), so a strip's BM values of one k are adjacent and the strip is one
+    contiguous stream; zero beyond a's edges. One program per BM x BKP tile."""
+    i = xl.program_id(0)
+    kb = xl.program_id(1) * BKP
+    t = xl.load_tile(xl.init_tile(a, [i * BM, kb], [BM, BKP]))
+    xl.store_tile(xl.init_tile(apt, [0, i * Kp + kb], [BM, BKP]), t)
+
+
+@kernel
 def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
-                       BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+                       BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
+                       PACKED_A: xl.constexpr = False):
     """c[M, N] (fp32) = a @ b with b packed by ``pack_b_kernel``; GotoBLAS-style blocking: a
     program owns an MC x NC block of c; for each KC-deep slice of k and each BN-wide panel of
     b (KC x BN contiguous: stays in L1, no cache-set conflicts at power-of-two pitches) it runs
     the BM x BN register microkernel over the MC rows (a's MC x KC block stays in L2), keeping
-    the partial sums in c. MC, NC, KC are runtime values so the loops are not unrolled."""
+    the partial sums in c. MC, NC, KC are runtime values so the loops are not unrolled.
+    ``PACKED_A``: ``a`` is the strip view made by ``pack_a_kernel`` (MC a multiple of BM): the
+    microkernel's A values are one contiguous stream instead of BM rows at a's pitch, which at
+    power-of-two pitches fall into the same L1 / L2 sets as each other and the b panel."""
     m0 = xl.program_id(0) * MC
     n0 = xl.program_id(1) * NC
     for jj in range(0, NC, BN):
@@ -99,7 +115,10 @@ def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
             for mi in range(0, MC, BM):
                 tc = xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN])
                 acc = xl.load_tile(tc)
-                ta = xl.init_tile(a, [m0 + mi, kc], [BM, BK])
+                if PACKED_A:
+                    ta = xl.init_tile(a, [0, ((m0 + mi) // BM) * Kp + kc], [BM, BK])
+                else:
+                    ta = xl.init_tile(a, [m0 + mi, kc], [BM, BK])
                 tb = xl.init_tile(bp, [prow, 0], [BK, BN])
                 for k in range(0, KC, BK):
                     acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
