@@ -380,9 +380,10 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     _write(c, z)
 
 
-#: large fp32 GEMMs take the packed kernel when M*N*K reaches this (1536^3): at 2048^3 it ran
-#: 1.5x the gemm_kernel, at 1024^3 0.9x (kernels/gemm.py, PACKED_CONFIG)
-_PACKED_MIN_WORK = 1536 ** 3
+#: large fp32 GEMMs take the packed kernel when M*N*K reaches this (1024^3): with a and b packed
+#: it did 60-61 GFLOP per CPU-second at 1024^3 against 56 for the gemm_kernel, at 512^3 30 against
+#: 42 (three launches and the packing weigh there; kernels/gemm.py, PACKED_CONFIG)
+_PACKED_MIN_WORK = 1024 ** 3
 
 
 def _packed_applies(a: Any, b: Any, c: Any) -> bool:
@@ -427,8 +428,8 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     strips = cdiv(M, bm)
     bp = _scratch("pack", panels * kp, bn, np.float32)
     apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
-    pack_b_kernel[(panels, kp // cfg["BKP"])](b, bp, K, kp, BKP=cfg["BKP"], BN=bn)
-    pack_a_kernel[(strips, kp // cfg["BKP"])](a, apt, kp, BM=bm, BKP=cfg["BKP"])
+    pack_b_kernel[(kp // cfg["BKP"],)](b, bp, N, kp, BKP=cfg["BKP"], BN=bn)
+    pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP"])
     gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
         apt, bp, c, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
 

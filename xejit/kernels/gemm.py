@@ -71,13 +71,15 @@ def gemv_kernel(a, b, p, M, N, K, KS, BM: xl.constexpr, BN: xl.constexpr, BK: xl
 
 
 @kernel
-def pack_b_kernel(b, bp, K, Kp, BKP: xl.constexpr, BN: xl.constexpr):
+def pack_b_kernel(b, bp, N, Kp, BKP: xl.constexpr, BN: xl.constexpr):
     """Copy b [K, N] (any layout) into BN-column panels: panel j is rows j*Kp .. j*Kp+Kp of the
-    row-major ``bp`` [ceil(N/BN)*Kp, BN], zero beyond b's edges. One program per BKP x BN tile."""
-    j = xl.program_id(0)
-    kb = xl.program_id(1) * BKP
-    t = xl.load_tile(xl.init_tile(b, [kb, j * BN], [BKP, BN]))
-    xl.store_tile(xl.init_tile(bp, [j * Kp + kb, 0], [BKP, BN]), t)
+    row-major ``bp`` [ceil(N/BN)*Kp, BN], zero beyond b's edges. One program per BKP rows of b,
+    walking them left to right (BKP sequential streams; a program per tile cost ~1-2 us each in
+    the CPU runtime, and tile-sized column strips of a 2048-wide b a new page per row)."""
+    kb = xl.program_id(0) * BKP
+    for n in range(0, N, BN):
+        t = xl.load_tile(xl.init_tile(b, [kb, n], [BKP, BN]))
+        xl.store_tile(xl.init_tile(bp, [(n // BN) * Kp + kb, 0], [BKP, BN]), t)
 
 
 @kernel
@@ -85,11 +87,11 @@ def pack_a_kernel(a, apt, Kp, BM: xl.constexpr, BKP: xl.constexpr):
     """Copy a [M, K] (any layout) into BM-row strips: strip i is columns i*Kp .. i*Kp+Kp of
     ``apt`` [BM, ceil(M/BM)*Kp], a column-major view (the transpose of a row-major
     [strips*Kp, BM] buffer), so a strip's BM values of one k are adjacent and the strip is one
-    contiguous stream; zero beyond a's edges. One program per BM x BKP tile."""
+    contiguous stream; zero beyond a's edges. One program per strip (BM sequential streams)."""
     i = xl.program_id(0)
-    kb = xl.program_id(1) * BKP
-    t = xl.load_tile(xl.init_tile(a, [i * BM, kb], [BM, BKP]))
-    xl.store_tile(xl.init_tile(apt, [0, i * Kp + kb], [BM, BKP]), t)
+    for kb in range(0, Kp, BKP):
+        t = xl.load_tile(xl.init_tile(a, [i * BM, kb], [BM, BKP]))
+        xl.store_tile(xl.init_tile(apt, [0, i * Kp + kb], [BM, BKP]), t)
 
 
 @kernel
@@ -216,11 +218,16 @@ GEMV_SLICES = 16
 #: the largest M that gemv_kernel takes (its BM is M rounded up to a power of two)
 GEMV_MAX_M = 8
 
-#: gemm_packed_kernel on targets without 2D block IO, fp32: the 6x16 microkernel, c blocks of
-#: 96 x 256, k slices of 256 (b panel 16 KB in L1, a block 96 KB in L2); b packed in 32-row tiles.
-#: fp32 2048^3, USM operands, one run on a loaded machine: 27.8 GFLOP/s against 18.4 for the
-#: gemm_kernel (6x16x16, padded pitch) and 42.9 for numpy; 1024^3: 27.1 vs 30.2 (numpy 26.1)
-PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 16, "MC": 96, "NC": 256, "KC": 256, "BKP": 32}
+#: gemm_packed_kernel on targets without 2D block IO, fp32: the 6x16 microkernel over a packed
+#: 6-row A strip and a packed 16-column b panel (KC x 16: 16 KB in L1), c blocks of 48 x 256,
+#: k slices of 256; BK = KC: one tile_mma per slice, so the in-bounds version is one tight loop
+#: over k (12 FMAs, 2 B loads, 6 broadcasts per step; MAX_UNROLLED_FMAS) with one bounds test
+#: per slice (BK must divide KC). fp32 2048^3, GFLOP per CPU-second of the process (load-
+#: independent on this shared 2-core VM; numpy 85-87 in the same runs): MC,NC 48,256 76.0;
+#: 48,512 72-74; 36,512 74; 96,256 63.7; 60,512 63.7; 192,256 64.0; KC 128 59, 384 56; BK 16
+#: 60.1, 32 63.3, 256 63.6 (at 96,256); b-only packing 42 GFLOP/s wall vs 63 with a packed too.
+#: 1024^3: 60-61 for every MC,NC above, the plain gemm_kernel 56.2, numpy 53.5.
+PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 256, "KC": 256, "BKP": 32}
 
 CONFIGS: dict[str, list[Config]] = {
     "pvc": _XE_CONFIGS,
