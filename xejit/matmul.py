@@ -287,6 +287,11 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None) -> np.ndarray | 
         return None
     if r is None:
         return None
+    if r[0] == "gemv":   # the skinny kernel: nothing tuned to re-check; the host writes the result
+        _, shape, rdtype, acc = r
+        c = np.empty(shape, rdtype)
+        _gemv(a, b, None, c, acc, act)
+        return c
     tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc = r
     if _TUNERS.get(tuner_id) is not tuner or tuner.cache.get(tkey) is not config:
         return None
@@ -315,6 +320,8 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         return
     if _gemv_applies(a2, b2, c2):
         _gemv(a2, b2, bias, c2, acc, activation)
+        if recipe is not None and bias is None:
+            _remember(recipe, ("gemv", tuple(c2.shape), c2.dtype, acc))
         return
     if bias is None and activation is None and _packed_applies(a2, b2, c2):
         _packed(a2, b2, c2)
@@ -333,9 +340,13 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         if tuner_id is not None and tuner.cache.get(tkey) is config:
             meta = config.all_kwargs()
             grid = (cdiv(M, meta["BM"]), cdiv(N, meta["BN"]))
-            if len(_RECIPES) > 1024:
-                _RECIPES.clear()
-            _RECIPES[recipe] = (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc)
+            _remember(recipe, (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc))
+
+
+def _remember(recipe: tuple, what: tuple) -> None:
+    if len(_RECIPES) > 1024:
+        _RECIPES.clear()
+    _RECIPES[recipe] = what
 
 
 #: skinny GEMMs take gemv_kernel when b has at least this many elements (below, one launch of
@@ -361,7 +372,8 @@ def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
 def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
     """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`: K in about
     GEMV_SLICES slices, one program each, partial sums in a USM buffer, summed here (a few
-    hundred KB at most) and the epilogue applied in float64 (ints: in int32, as the kernel)."""
+    hundred KB at most) and the epilogue applied in float64 (ints: in int32, as the kernel); with
+    no epilogue, summed into a numpy ``c`` of the accumulator's dtype directly."""
     M, K = a.shape
     N = b.shape[1]
     bm = 1 << max(M - 1, 0).bit_length()
@@ -371,7 +383,13 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     is_int = acc == xl.int32
     p = _scratch("gemv", slices * bm, N, np.int32 if is_int else np.float32)   # every element written
     gemv_kernel[(slices,)](a, b, p, M, N, K, ks, BM=bm, BN=GEMV_BN[bm], BK=bk, ACC=acc)
-    z = p.reshape(slices, bm, N)[:, :M].sum(axis=0, dtype=np.int32 if is_int else np.float64)
+    parts = p.reshape(slices, bm, N)[:, :M]
+    if bias is None and activation is None and type(c) is np.ndarray and c.dtype == p.dtype:
+        # straight into c in the kernel's accumulator type (fp32: the K-slices' partial sums are
+        # added as the kernel adds its products; float64 and a copy cost ~15 us a call)
+        np.add.reduce(parts, axis=0, out=c)
+        return
+    z = parts.sum(axis=0, dtype=np.int32 if is_int else np.float64)
     if bias is not None:
         bv = _host_values(bias)
         z = z + (bv.astype(np.int32) if is_int else bv)
@@ -412,7 +430,14 @@ def _scratch(name: str, rows: int, cols: int, dtype: Any) -> np.ndarray:
     if buf is None or buf.dtype != dtype or buf.size < rows * cols:
         buf = usm.empty((rows * cols,), dtype)
         setattr(_SCRATCH, name, buf)
-    return buf[:rows * cols].reshape(rows, cols)
+        setattr(_SCRATCH, name + "_view", None)
+    # the same view object for the same shape: a launch finds its prepared plan by the array's
+    # identity (launch_plan); a new view each call took the slower first-sight path (~40 us)
+    view = getattr(_SCRATCH, name + "_view", None)
+    if view is None or view.shape != (rows, cols):
+        view = buf[:rows * cols].reshape(rows, cols)
+        setattr(_SCRATCH, name + "_view", view)
+    return view
 
 
 def _packed(a: Any, b: Any, c: Any) -> None:

@@ -74,3 +74,22 @@ def test_repeated_skinny_calls_stay_correct(gemv_calls):
         a = rand(rng, (4, K), "float32")
         check(xejit.matmul(a, b), reference(a, b), "float32")
     assert len(gemv_calls) == 2
+
+
+@requires_device
+@pytest.mark.parametrize("m,dtype", [(1, "float32"), (3, "float32"), (2, "int8")])
+def test_repeated_skinny_calls_without_epilogue(m, dtype, gemv_calls):
+    """No bias or activation: the K-slices' partial sums go straight into the result (poisoned
+    out=), and a repeated call on numpy arrays takes the remembered skinny recipe (fresh result)."""
+    rng = np.random.default_rng(m * 7 + len(dtype))
+    a, b = rand(rng, (m, K), dtype), rand(rng, (K, N), dtype)
+    rdt = _result_dtype(dtype)
+    out = poisoned((m, N), rdt, "numpy")
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), rdt)
+    first = xejit.matmul(a, b)
+    again = xejit.matmul(a, b)
+    assert again is not first
+    check(first, reference(a, b), rdt)
+    check(again, reference(a, b), rdt)
+    assert gemv_calls == [(m, N, K)] * 3
