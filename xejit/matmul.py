@@ -42,7 +42,7 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
-from .kernels.gemm import (GEMV_BN, GEMV_CONFIG, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, gemm_kernel,
+from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, gemm_kernel,
                            gemm_packed_kernel, gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
 from .runtime import usm
@@ -377,7 +377,7 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     M, K = a.shape
     N = b.shape[1]
     bm = 1 << max(M - 1, 0).bit_length()
-    bk = GEMV_CONFIG["BK"]
+    bk = GEMV_BK[bm]
     ks = cdiv(cdiv(K, GEMV_SLICES), bk) * bk
     slices = cdiv(K, ks)
     is_int = acc == xl.int32

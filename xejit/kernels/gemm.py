@@ -205,13 +205,17 @@ _GENERIC_CONFIGS = [
 ]
 
 #: gemv_kernel on targets without DPAS (the CPU device): 64 columns (4 16-lane groups, 8 ymm of
-#: accumulators per row) and 32 rows of b per step; K split into about ``GEMV_SLICES`` slices (one
+#: accumulators per row) and 16-32 rows of b per step (GEMV_BK); K split into about ``GEMV_SLICES`` slices (one
 #: program each) so both cores get work and the partial sums stay small. 1x2048x2048 fp32, USM
 #: operands, min of 5 medians in one run (numpy 0.23 ms): BN,BK,slices 64,32,16 0.34 ms;
 #: 64,16,16 0.41; 64,32,32 0.38; 64,32,8 0.44; 32,32,16 0.52; the gemm_kernel's best (1x256x16)
 #: 0.65 and a BN-wide split-K panel kernel 0.47-0.63. 8x2048x2048 (numpy 0.93 ms): BN 16 1.08 ms,
 #: 32 1.20, 64 1.33 (8 rows of 64 columns spill the 16 AVX2 registers). Each builds in 1-3 s.
-GEMV_CONFIG = {"BK": 32}
+#: Re-measured on the loaded VM (load 4-5, numpy operands, kernel alone; CPU ms per call and
+#: min-of-medians wall): M=1 BK 32 1.41 / 0.98-1.04 ms, 16 0.91 / 0.56-0.78, 8 0.90 / 0.44-0.72
+#: (32 rows at an 8 KB pitch are 32 streams in one L1 set); M=8 BK 32 3.46, 16 3.67.
+#: Rows of b per step, by BM (M rounded up to a power of two):
+GEMV_BK = {1: 16, 2: 32, 4: 32, 8: 32}
 #: BN by BM (M rounded up to a power of two)
 GEMV_BN = {1: 64, 2: 64, 4: 32, 8: 16}
 GEMV_SLICES = 16
