@@ -227,7 +227,7 @@ def _fmt_row(r: dict) -> str:
     tune = f"{r['autotune_s']:.2f}s" if "autotune_s" in r else "-"
     ref = r.get("numpy_gflops") or r.get("torch_gflops")
     ratio = f"{r['xejit_gflops'] / ref:6.2f}x" if r.get("xejit_gflops") and ref else f"{'-':>7}"
-    extra = (f"   numpy operands (copied to USM each call) {r['xejit_numpy_operands_gflops']:.1f}"
+    extra = (f"   numpy operands (by address) {r['xejit_numpy_operands_gflops']:.1f}"
              if "xejit_numpy_operands_gflops" in r else "")
     return (f"{r['shape']:<42} {r['dtype']:<9} {g('numpy_gflops')} {g('torch_gflops')} {x} {ratio}"
             f"   tune {tune}{extra}")
