@@ -42,8 +42,8 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
-from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, gemm_kernel,
-                           gemm_packed_kernel, gemv_kernel, pack_a_kernel, pack_b_kernel)
+from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, convert_kernel,
+                           gemm_kernel, gemm_packed_kernel, gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
 from .runtime import usm
 from .runtime.launch import _usm_owner
@@ -404,14 +404,18 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
 _PACKED_MIN_WORK = 1024 ** 3
 
 
+#: operand dtypes the packed kernel takes: the packing widens 16-bit floats to fp32 once
+_PACKED_DTYPES = ("float32", "bfloat16", "float16")
+
+
 def _packed_applies(a: Any, b: Any, c: Any) -> bool:
-    """A large fp32 GEMM on a target without DPAS (the CPU device: the kernel is its register
+    """A large float GEMM on a target without DPAS (the CPU device: the kernel is its register
     microkernel), host-visible result."""
     M, K = a.shape
     N = b.shape[1]
     if M * N * K < _PACKED_MIN_WORK or min(M, N, K) < 64 or _interpreting() or _is_usm(c):
         return False
-    if _dtype_name(a) != "float32" or _dtype_name(c) != "float32":
+    if _dtype_name(a) not in _PACKED_DTYPES or _dtype_name(c) != _dtype_name(a):
         return False
     if _is_torch(c) and c.device.type != "cpu":
         return False
@@ -442,7 +446,9 @@ def _scratch(name: str, rows: int, cols: int, dtype: Any) -> np.ndarray:
 
 def _packed(a: Any, b: Any, c: Any) -> None:
     """``c = a @ b`` by packing b into BN-column panels (pack_b_kernel) and a into BM-row strips
-    (pack_a_kernel), then the K-blocked gemm_packed_kernel (GotoBLAS-style; kernels/gemm.py)."""
+    (pack_a_kernel), both fp32, then the K-blocked gemm_packed_kernel (GotoBLAS-style;
+    kernels/gemm.py), which sums into an fp32 ``c`` (for 16-bit results a scratch one, rounded
+    into ``c`` by convert_kernel at the end: rounding at every k slice would lose precision)."""
     M, K = a.shape
     N = b.shape[1]
     cfg = PACKED_CONFIG
@@ -455,8 +461,11 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
     pack_b_kernel[(kp // cfg["BKP"],)](b, bp, N, kp, BKP=cfg["BKP"], BN=bn)
     pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP"])
+    c32 = c if _dtype_name(c) == "float32" else _scratch("pack_c", M, N, np.float32)
     gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
-        apt, bp, c, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
+        apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
+    if c32 is not c:
+        convert_kernel[(cdiv(M, 8),)](c32, c, N, BR=8, BC=64)
 
 
 _PAD_BYTES = 64

@@ -73,13 +73,14 @@ def gemv_kernel(a, b, p, M, N, K, KS, BM: xl.constexpr, BN: xl.constexpr, BK: xl
 @kernel
 def pack_b_kernel(b, bp, N, Kp, BKP: xl.constexpr, BN: xl.constexpr):
     """Copy b [K, N] (any layout) into BN-column panels: panel j is rows j*Kp .. j*Kp+Kp of the
-    row-major ``bp`` [ceil(N/BN)*Kp, BN], zero beyond b's edges. One program per BKP rows of b,
+    row-major ``bp`` [ceil(N/BN)*Kp, BN], zero beyond b's edges, converted to bp's dtype (fp32:
+    16-bit inputs are widened once here, not per use in the microkernel). One program per BKP rows of b,
     walking them left to right (BKP sequential streams; a program per tile cost ~1-2 us each in
     the CPU runtime, and tile-sized column strips of a 2048-wide b a new page per row)."""
     kb = xl.program_id(0) * BKP
     for n in range(0, N, BN):
         t = xl.load_tile(xl.init_tile(b, [kb, n], [BKP, BN]))
-        xl.store_tile(xl.init_tile(bp, [(n // BN) * Kp + kb, 0], [BKP, BN]), t)
+        xl.store_tile(xl.init_tile(bp, [(n // BN) * Kp + kb, 0], [BKP, BN]), t.to(bp.dtype))
 
 
 @kernel
@@ -87,11 +88,22 @@ def pack_a_kernel(a, apt, Kp, BM: xl.constexpr, BKP: xl.constexpr):
     """Copy a [M, K] (any layout) into BM-row strips: strip i is columns i*Kp .. i*Kp+Kp of
     ``apt`` [BM, ceil(M/BM)*Kp], a column-major view (the transpose of a row-major
     [strips*Kp, BM] buffer), so a strip's BM values of one k are adjacent and the strip is one
-    contiguous stream; zero beyond a's edges. One program per strip (BM sequential streams)."""
+    contiguous stream; zero beyond a's edges, converted to apt's dtype. One program per strip (BM
+    sequential streams)."""
     i = xl.program_id(0)
     for kb in range(0, Kp, BKP):
         t = xl.load_tile(xl.init_tile(a, [i * BM, kb], [BM, BKP]))
-        xl.store_tile(xl.init_tile(apt, [0, i * Kp + kb], [BM, BKP]), t)
+        xl.store_tile(xl.init_tile(apt, [0, i * Kp + kb], [BM, BKP]), t.to(apt.dtype))
+
+
+@kernel
+def convert_kernel(src, dst, N, BR: xl.constexpr, BC: xl.constexpr):
+    """dst = src converted to dst's dtype (the packed GEMM's fp32 sums into a 16-bit result: numpy
+    converts fp32 to fp16 in software, 13 ms at 1024^2). One program per BR rows."""
+    r = xl.program_id(0) * BR
+    for n in range(0, N, BC):
+        t = xl.load_tile(xl.init_tile(src, [r, n], [BR, BC]))
+        xl.store_tile(xl.init_tile(dst, [r, n], [BR, BC]), t.to(dst.dtype))
 
 
 @kernel
