@@ -51,19 +51,23 @@ def gemm_kernel(a, b, bias, c, M, N, K,
 
 
 @kernel
-def gemv_kernel(a, b, p, M, N, K, KS, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
+def gemv_kernel(a, b, p, M, N, K, KS, N0, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
                 ACC: xl.constexpr = xl.float32):
     """p[s*BM : s*BM+BM, :] = a[:, s*KS : s*KS+KS] @ b[s*KS : s*KS+KS, :] for program s: the
     skinny-GEMM kernel (M <= 8, decode GEMV). Each program streams whole rows of ``b`` -- BK rows
     at a time, across all N columns -- and keeps its BM x N partial sums in ``p`` (L1/L2-resident),
     so b is read as a few sequential streams instead of a BN-wide column panel over all K rows at
-    b's row pitch (a new page every row, few cache sets). The caller sums the K-slices of ``p``."""
+    b's row pitch (a new page every row, few cache sets). The caller sums the K-slices of ``p``.
+    ``N0`` (<= 0) is the first column tile's start: the caller shifts the tiles so that b's rows
+    are read in cache-line-aligned pieces when b is not (glibc's large allocations, numpy's, are
+    16 bytes past a line: every 64-byte row piece spanned two lines); the part of the first tile
+    before column 0 is out of bounds (masked)."""
     s = xl.program_id(0)
     k0 = s * KS
-    for n in range(0, N, BN):
+    for n in range(N0, N, BN):
         xl.store_tile(xl.init_tile(p, [s * BM, n], [BM, BN]), xl.zeros([BM, BN], ACC))
     for k in range(k0, k0 + KS, BK):
-        for n in range(0, N, BN):
+        for n in range(N0, N, BN):
             tp = xl.init_tile(p, [s * BM, n], [BM, BN])
             acc = xl.tile_mma(xl.load_tile(xl.init_tile(a, [0, k], [BM, BK])),
                               xl.load_tile(xl.init_tile(b, [k, n], [BK, BN])), xl.load_tile(tp))
