@@ -201,8 +201,8 @@ def gemm_rows(shapes, dtypes, budget_s: float, use_xejit: bool) -> list[dict]:
                 xa.double().numpy() @ xb.double().numpy())
             row["xejit_rel_err"] = float(np.abs(got - ref).max() / np.abs(ref).max())
             if dtype == "float32" and M <= 8:
-                # skinny shapes as a user calls them: plain numpy arrays, which are copied into
-                # USM memory on every call (docs/autotune-and-matmul.md, "Skinny GEMMs")
+                # skinny shapes as a user calls them: plain numpy arrays, passed by address on a
+                # device that reads host memory (docs/autotune-and-matmul.md, "Plain numpy operands")
                 na, nb = np.asarray(xa).copy(), np.asarray(xb).copy()
                 secs = median_time(lambda: xejit.matmul(na, nb), warmup=1, budget_s=budget_s)
                 row["xejit_numpy_operands_gflops"] = flop / secs / 1e9
@@ -227,7 +227,7 @@ def _fmt_row(r: dict) -> str:
     tune = f"{r['autotune_s']:.2f}s" if "autotune_s" in r else "-"
     ref = r.get("numpy_gflops") or r.get("torch_gflops")
     ratio = f"{r['xejit_gflops'] / ref:6.2f}x" if r.get("xejit_gflops") and ref else f"{'-':>7}"
-    extra = (f"   numpy operands (copied to USM each call) {r['xejit_numpy_operands_gflops']:.1f}"
+    extra = (f"   numpy operands (by address) {r['xejit_numpy_operands_gflops']:.1f}"
              if "xejit_numpy_operands_gflops" in r else "")
     return (f"{r['shape']:<42} {r['dtype']:<9} {g('numpy_gflops')} {g('torch_gflops')} {x} {ratio}"
             f"   tune {tune}{extra}")

@@ -42,8 +42,8 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
-from .kernels.gemm import (GEMV_BN, GEMV_CONFIG, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, gemm_kernel,
-                           gemm_packed_kernel, gemv_kernel, pack_b_kernel)
+from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, convert_kernel,
+                           gemm_kernel, gemm_packed_kernel, gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
 from .runtime import usm
 from .runtime.launch import _usm_owner
@@ -287,6 +287,11 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None) -> np.ndarray | 
         return None
     if r is None:
         return None
+    if r[0] == "gemv":   # the skinny kernel: nothing tuned to re-check; the host writes the result
+        _, shape, rdtype, acc = r
+        c = np.empty(shape, rdtype)
+        _gemv(a, b, None, c, acc, act)
+        return c
     tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc = r
     if _TUNERS.get(tuner_id) is not tuner or tuner.cache.get(tkey) is not config:
         return None
@@ -315,6 +320,8 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         return
     if _gemv_applies(a2, b2, c2):
         _gemv(a2, b2, bias, c2, acc, activation)
+        if recipe is not None and bias is None:
+            _remember(recipe, ("gemv", tuple(c2.shape), c2.dtype, acc))
         return
     if bias is None and activation is None and _packed_applies(a2, b2, c2):
         _packed(a2, b2, c2)
@@ -333,9 +340,13 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         if tuner_id is not None and tuner.cache.get(tkey) is config:
             meta = config.all_kwargs()
             grid = (cdiv(M, meta["BM"]), cdiv(N, meta["BN"]))
-            if len(_RECIPES) > 1024:
-                _RECIPES.clear()
-            _RECIPES[recipe] = (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc)
+            _remember(recipe, (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc))
+
+
+def _remember(recipe: tuple, what: tuple) -> None:
+    if len(_RECIPES) > 1024:
+        _RECIPES.clear()
+    _RECIPES[recipe] = what
 
 
 #: skinny GEMMs take gemv_kernel when b has at least this many elements (below, one launch of
@@ -358,20 +369,54 @@ def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
     return True
 
 
+#: gemv_kernel shifts its column tiles onto b's cache lines for BM at least this. 8x2048x2048
+#: fp32, kernel alone, numpy b 16 bytes past a line, loaded VM (medians of 6 medians, one process):
+#: no shift 2.79 ms, shifted 2.01 (min 1.86 vs 1.10); matmul with b copied to a 64-byte aligned
+#: buffer 0.99 ms against 1.58. At M=1 (BN=64, 33 tiles a row step) it measured 0.45 vs 0.47 ms:
+#: not worth the masked first tile of every row step.
+_GEMV_ALIGN_MIN_BM = 4
+
+
+def _aligning_shift(b: Any, bm: int) -> int:
+    """The first column tile's start (<= 0) that puts b's row pieces on 64-byte lines, when every
+    row starts at the same offset in its line (else 0)."""
+    if bm < _GEMV_ALIGN_MIN_BM:
+        return 0
+    name = _dtype_name(b)
+    item = 2 if name == "bfloat16" else np.dtype(name).itemsize
+    if isinstance(b, np.ndarray):
+        addr = b.ctypes.data
+    elif _is_torch(b):
+        addr = b.data_ptr()
+    else:
+        return 0
+    if (_strides(b)[0] * item) % 64 or addr % item:
+        return 0
+    return -((addr % 64) // item)
+
+
 def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
     """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`: K in about
     GEMV_SLICES slices, one program each, partial sums in a USM buffer, summed here (a few
-    hundred KB at most) and the epilogue applied in float64 (ints: in int32, as the kernel)."""
+    hundred KB at most) and the epilogue applied in float64 (ints: in int32, as the kernel); with
+    no epilogue, summed into a numpy ``c`` of the accumulator's dtype directly."""
     M, K = a.shape
     N = b.shape[1]
     bm = 1 << max(M - 1, 0).bit_length()
-    bk = GEMV_CONFIG["BK"]
+    bk = GEMV_BK[bm]
     ks = cdiv(cdiv(K, GEMV_SLICES), bk) * bk
     slices = cdiv(K, ks)
     is_int = acc == xl.int32
     p = _scratch("gemv", slices * bm, N, np.int32 if is_int else np.float32)   # every element written
-    gemv_kernel[(slices,)](a, b, p, M, N, K, ks, BM=bm, BN=GEMV_BN[bm], BK=bk, ACC=acc)
-    z = p.reshape(slices, bm, N)[:, :M].sum(axis=0, dtype=np.int32 if is_int else np.float64)
+    gemv_kernel[(slices,)](a, b, p, M, N, K, ks, _aligning_shift(b, bm), BM=bm, BN=GEMV_BN[bm], BK=bk,
+                           ACC=acc)
+    parts = p.reshape(slices, bm, N)[:, :M]
+    if bias is None and activation is None and type(c) is np.ndarray and c.dtype == p.dtype:
+        # straight into c in the kernel's accumulator type (fp32: the K-slices' partial sums are
+        # added as the kernel adds its products; float64 and a copy cost ~15 us a call)
+        np.add.reduce(parts, axis=0, out=c)
+        return
+    z = parts.sum(axis=0, dtype=np.int32 if is_int else np.float64)
     if bias is not None:
         bv = _host_values(bias)
         z = z + (bv.astype(np.int32) if is_int else bv)
@@ -380,19 +425,24 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     _write(c, z)
 
 
-#: large fp32 GEMMs take the packed kernel when M*N*K reaches this (1536^3): at 2048^3 it ran
-#: 1.5x the gemm_kernel, at 1024^3 0.9x (kernels/gemm.py, PACKED_CONFIG)
-_PACKED_MIN_WORK = 1536 ** 3
+#: large fp32 GEMMs take the packed kernel when M*N*K reaches this (1024^3): with a and b packed
+#: it did 60-61 GFLOP per CPU-second at 1024^3 against 56 for the gemm_kernel, at 512^3 30 against
+#: 42 (three launches and the packing weigh there; kernels/gemm.py, PACKED_CONFIG)
+_PACKED_MIN_WORK = 1024 ** 3
+
+
+#: operand dtypes the packed kernel takes: the packing widens 16-bit floats to fp32 once
+_PACKED_DTYPES = ("float32", "bfloat16", "float16")
 
 
 def _packed_applies(a: Any, b: Any, c: Any) -> bool:
-    """A large fp32 GEMM on a target without DPAS (the CPU device: the kernel is its register
+    """A large float GEMM on a target without DPAS (the CPU device: the kernel is its register
     microkernel), host-visible result."""
     M, K = a.shape
     N = b.shape[1]
     if M * N * K < _PACKED_MIN_WORK or min(M, N, K) < 64 or _interpreting() or _is_usm(c):
         return False
-    if _dtype_name(a) != "float32" or _dtype_name(c) != "float32":
+    if _dtype_name(a) not in _PACKED_DTYPES or _dtype_name(c) != _dtype_name(a):
         return False
     if _is_torch(c) and c.device.type != "cpu":
         return False
@@ -411,22 +461,38 @@ def _scratch(name: str, rows: int, cols: int, dtype: Any) -> np.ndarray:
     if buf is None or buf.dtype != dtype or buf.size < rows * cols:
         buf = usm.empty((rows * cols,), dtype)
         setattr(_SCRATCH, name, buf)
-    return buf[:rows * cols].reshape(rows, cols)
+        setattr(_SCRATCH, name + "_view", None)
+    # the same view object for the same shape: a launch finds its prepared plan by the array's
+    # identity (launch_plan); a new view each call took the slower first-sight path (~40 us)
+    view = getattr(_SCRATCH, name + "_view", None)
+    if view is None or view.shape != (rows, cols):
+        view = buf[:rows * cols].reshape(rows, cols)
+        setattr(_SCRATCH, name + "_view", view)
+    return view
 
 
 def _packed(a: Any, b: Any, c: Any) -> None:
-    """``c = a @ b`` by packing b into BN-column panels (pack_b_kernel) and the K-blocked
-    gemm_packed_kernel (GotoBLAS-style; kernels/gemm.py)."""
+    """``c = a @ b`` by packing b into BN-column panels (pack_b_kernel) and a into BM-row strips
+    (pack_a_kernel), both fp32, then the K-blocked gemm_packed_kernel (GotoBLAS-style;
+    kernels/gemm.py), which sums into an fp32 ``c`` (for 16-bit results a scratch one, rounded
+    into ``c`` by convert_kernel at the end: rounding at every k slice would lose precision)."""
     M, K = a.shape
     N = b.shape[1]
     cfg = PACKED_CONFIG
     bn, kc = cfg["BN"], cfg["KC"]
     kp = cdiv(K, kc) * kc
     panels = cdiv(N, bn)
+    bm = cfg["BM"]
+    strips = cdiv(M, bm)
     bp = _scratch("pack", panels * kp, bn, np.float32)
-    pack_b_kernel[(panels, kp // cfg["BKP"])](b, bp, K, kp, BKP=cfg["BKP"], BN=bn)
+    apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
+    pack_b_kernel[(kp // cfg["BKP"],)](b, bp, N, kp, BKP=cfg["BKP"], BN=bn)
+    pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP"])
+    c32 = c if _dtype_name(c) == "float32" else _scratch("pack_c", M, N, np.float32)
     gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
-        a, bp, c, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=cfg["BM"], BN=bn, BK=cfg["BK"])
+        apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
+    if c32 is not c:
+        convert_kernel[(cdiv(M, 8),)](c32, c, N, BR=8, BC=64)
 
 
 _PAD_BYTES = 64

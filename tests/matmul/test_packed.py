@@ -49,12 +49,28 @@ def test_large_fp32_gemm_takes_the_packed_kernel(M, N, K, a_t, b_t, lib, packed_
 
 
 @requires_device
-def test_packed_path_skips_epilogues_and_other_dtypes(packed_calls):
-    """bias / activation and fp16 keep the tuned GEMM (the packed kernel sums into an fp32 c)."""
+def test_packed_path_skips_epilogues_and_int8(packed_calls):
+    """bias / activation and int8 keep the tuned GEMM (the packed kernel sums into an fp32 c)."""
     rng = np.random.default_rng(5)
     a, b = rand(rng, (70, 80), "float32"), rand(rng, (80, 90), "float32")
     bias = rand(rng, (90,), "float32")
     check(xejit.matmul(a, b, bias=bias, activation="relu"), reference(a, b, bias, "relu"), "float32")
-    a16, b16 = a.astype(np.float16), b.astype(np.float16)
-    check(xejit.matmul(a16, b16), reference(a16, b16), "float16")
+    a8, b8 = rand(rng, (70, 80), "int8"), rand(rng, (80, 90), "int8")
+    check(xejit.matmul(a8, b8), reference(a8, b8), "int32")
     assert packed_calls == []
+
+
+@requires_device
+@pytest.mark.parametrize("dtype,lib", [("float16", "numpy"), ("bfloat16", "torch")])
+def test_16_bit_floats_take_the_packed_kernel(dtype, lib, packed_calls):
+    """fp16 / bf16 operands are widened to fp32 by the packing; the sums go to an fp32 scratch c,
+    rounded once into the 16-bit result (edges: M, N, K not multiples of the blocks)."""
+    from xejit.autotuner import current_target
+    from xejit.codegen.targets import get_target
+    rng = np.random.default_rng(len(dtype))
+    a, b = rand(rng, (100, 270), dtype, lib), rand(rng, (270, 90), dtype, lib)
+    out = poisoned((100, 90), dtype, lib)
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), dtype)
+    expected = [] if get_target(current_target()).has_block_io else [((100, 270), (270, 90))]
+    assert [(tuple(x), tuple(y)) for x, y in packed_calls] == expected

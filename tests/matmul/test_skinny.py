@@ -74,3 +74,40 @@ def test_repeated_skinny_calls_stay_correct(gemv_calls):
         a = rand(rng, (4, K), "float32")
         check(xejit.matmul(a, b), reference(a, b), "float32")
     assert len(gemv_calls) == 2
+
+
+@requires_device
+@pytest.mark.parametrize("m,dtype", [(1, "float32"), (3, "float32"), (2, "int8")])
+def test_repeated_skinny_calls_without_epilogue(m, dtype, gemv_calls):
+    """No bias or activation: the K-slices' partial sums go straight into the result (poisoned
+    out=), and a repeated call on numpy arrays takes the remembered skinny recipe (fresh result)."""
+    rng = np.random.default_rng(m * 7 + len(dtype))
+    a, b = rand(rng, (m, K), dtype), rand(rng, (K, N), dtype)
+    rdt = _result_dtype(dtype)
+    out = poisoned((m, N), rdt, "numpy")
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), rdt)
+    first = xejit.matmul(a, b)
+    again = xejit.matmul(a, b)
+    assert again is not first
+    check(first, reference(a, b), rdt)
+    check(again, reference(a, b), rdt)
+    assert gemv_calls == [(m, N, K)] * 3
+
+
+@requires_device
+@pytest.mark.parametrize("m,dtype,lib,offset", [(8, "float32", "numpy", 3), (5, "float32", "numpy", 13),
+                                                (8, "int8", "numpy", 7), (6, "bfloat16", "torch", 5)])
+def test_skinny_gemm_on_a_b_off_the_cache_lines(m, dtype, lib, offset, gemv_calls):
+    """A b whose rows start ``offset`` elements past a 64-byte line (a view into a larger array):
+    gemv_kernel's column tiles are shifted onto the lines, the first one partly before column 0
+    (masked); results against float64, poisoned out=."""
+    rng = np.random.default_rng(offset)
+    a = rand(rng, (m, 1024), dtype, lib)
+    big = rand(rng, (1024, 1024 + 64), dtype, lib)
+    b = big[:, offset:offset + 1000]
+    assert xm._aligning_shift(b, 8) != 0
+    out = poisoned((m, 1000), _result_dtype(dtype), lib)
+    xejit.matmul(a, b, out=out)
+    assert gemv_calls == [(m, 1000, 1024)]
+    check(out, reference(a, b), _result_dtype(dtype))

@@ -51,19 +51,23 @@ def gemm_kernel(a, b, bias, c, M, N, K,
 
 
 @kernel
-def gemv_kernel(a, b, p, M, N, K, KS, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
+def gemv_kernel(a, b, p, M, N, K, KS, N0, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
                 ACC: xl.constexpr = xl.float32):
     """p[s*BM : s*BM+BM, :] = a[:, s*KS : s*KS+KS] @ b[s*KS : s*KS+KS, :] for program s: the
     skinny-GEMM kernel (M <= 8, decode GEMV). Each program streams whole rows of ``b`` -- BK rows
     at a time, across all N columns -- and keeps its BM x N partial sums in ``p`` (L1/L2-resident),
     so b is read as a few sequential streams instead of a BN-wide column panel over all K rows at
-    b's row pitch (a new page every row, few cache sets). The caller sums the K-slices of ``p``."""
+    b's row pitch (a new page every row, few cache sets). The caller sums the K-slices of ``p``.
+    ``N0`` (<= 0) is the first column tile's start: the caller shifts the tiles so that b's rows
+    are read in cache-line-aligned pieces when b is not (glibc's large allocations, numpy's, are
+    16 bytes past a line: every 64-byte row piece spanned two lines); the part of the first tile
+    before column 0 is out of bounds (masked)."""
     s = xl.program_id(0)
     k0 = s * KS
-    for n in range(0, N, BN):
+    for n in range(N0, N, BN):
         xl.store_tile(xl.init_tile(p, [s * BM, n], [BM, BN]), xl.zeros([BM, BN], ACC))
     for k in range(k0, k0 + KS, BK):
-        for n in range(0, N, BN):
+        for n in range(N0, N, BN):
             tp = xl.init_tile(p, [s * BM, n], [BM, BN])
             acc = xl.tile_mma(xl.load_tile(xl.init_tile(a, [0, k], [BM, BK])),
                               xl.load_tile(xl.init_tile(b, [k, n], [BK, BN])), xl.load_tile(tp))
@@ -71,23 +75,53 @@ def gemv_kernel(a, b, p, M, N, K, KS, BM: xl.constexpr, BN: xl.constexpr, BK: xl
 
 
 @kernel
-def pack_b_kernel(b, bp, K, Kp, BKP: xl.constexpr, BN: xl.constexpr):
+def pack_b_kernel(b, bp, N, Kp, BKP: xl.constexpr, BN: xl.constexpr):
     """Copy b [K, N] (any layout) into BN-column panels: panel j is rows j*Kp .. j*Kp+Kp of the
-    row-major ``bp`` [ceil(N/BN)*Kp, BN], zero beyond b's edges. One program per BKP x BN tile."""
-    j = xl.program_id(0)
-    kb = xl.program_id(1) * BKP
-    t = xl.load_tile(xl.init_tile(b, [kb, j * BN], [BKP, BN]))
-    xl.store_tile(xl.init_tile(bp, [j * Kp + kb, 0], [BKP, BN]), t)
+    row-major ``bp`` [ceil(N/BN)*Kp, BN], zero beyond b's edges, converted to bp's dtype (fp32:
+    16-bit inputs are widened once here, not per use in the microkernel). One program per BKP rows of b,
+    walking them left to right (BKP sequential streams; a program per tile cost ~1-2 us each in
+    the CPU runtime, and tile-sized column strips of a 2048-wide b a new page per row)."""
+    kb = xl.program_id(0) * BKP
+    for n in range(0, N, BN):
+        t = xl.load_tile(xl.init_tile(b, [kb, n], [BKP, BN]))
+        xl.store_tile(xl.init_tile(bp, [(n // BN) * Kp + kb, 0], [BKP, BN]), t.to(bp.dtype))
+
+
+@kernel
+def pack_a_kernel(a, apt, Kp, BM: xl.constexpr, BKP: xl.constexpr):
+    """Copy a [M, K] (any layout) into BM-row strips: strip i is columns i*Kp .. i*Kp+Kp of
+    ``apt`` [BM, ceil(M/BM)*Kp], a column-major view (the transpose of a row-major
+    [strips*Kp, BM] buffer), so a strip's BM values of one k are adjacent and the strip is one
+    contiguous stream; zero beyond a's edges, converted to apt's dtype. One program per strip (BM
+    sequential streams)."""
+    i = xl.program_id(0)
+    for kb in range(0, Kp, BKP):
+        t = xl.load_tile(xl.init_tile(a, [i * BM, kb], [BM, BKP]))
+        xl.store_tile(xl.init_tile(apt, [0, i * Kp + kb], [BM, BKP]), t.to(apt.dtype))
+
+
+@kernel
+def convert_kernel(src, dst, N, BR: xl.constexpr, BC: xl.constexpr):
+    """dst = src converted to dst's dtype (the packed GEMM's fp32 sums into a 16-bit result: numpy
+    converts fp32 to fp16 in software, 13 ms at 1024^2). One program per BR rows."""
+    r = xl.program_id(0) * BR
+    for n in range(0, N, BC):
+        t = xl.load_tile(xl.init_tile(src, [r, n], [BR, BC]))
+        xl.store_tile(xl.init_tile(dst, [r, n], [BR, BC]), t.to(dst.dtype))
 
 
 @kernel
 def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
-                       BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+                       BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
+                       PACKED_A: xl.constexpr = False):
     """c[M, N] (fp32) = a @ b with b packed by ``pack_b_kernel``; GotoBLAS-style blocking: a
     program owns an MC x NC block of c; for each KC-deep slice of k and each BN-wide panel of
     b (KC x BN contiguous: stays in L1, no cache-set conflicts at power-of-two pitches) it runs
     the BM x BN register microkernel over the MC rows (a's MC x KC block stays in L2), keeping
-    the partial sums in c. MC, NC, KC are runtime values so the loops are not unrolled."""
+    the partial sums in c. MC, NC, KC are runtime values so the loops are not unrolled.
+    ``PACKED_A``: ``a`` is the strip view made by ``pack_a_kernel`` (MC a multiple of BM): the
+    microkernel's A values are one contiguous stream instead of BM rows at a's pitch, which at
+    power-of-two pitches fall into the same L1 / L2 sets as each other and the b panel."""
     m0 = xl.program_id(0) * MC
     n0 = xl.program_id(1) * NC
     for jj in range(0, NC, BN):
@@ -99,7 +133,10 @@ def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
             for mi in range(0, MC, BM):
                 tc = xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN])
                 acc = xl.load_tile(tc)
-                ta = xl.init_tile(a, [m0 + mi, kc], [BM, BK])
+                if PACKED_A:
+                    ta = xl.init_tile(a, [0, ((m0 + mi) // BM) * Kp + kc], [BM, BK])
+                else:
+                    ta = xl.init_tile(a, [m0 + mi, kc], [BM, BK])
                 tb = xl.init_tile(bp, [prow, 0], [BK, BN])
                 for k in range(0, KC, BK):
                     acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
@@ -188,24 +225,33 @@ _GENERIC_CONFIGS = [
 ]
 
 #: gemv_kernel on targets without DPAS (the CPU device): 64 columns (4 16-lane groups, 8 ymm of
-#: accumulators per row) and 32 rows of b per step; K split into about ``GEMV_SLICES`` slices (one
+#: accumulators per row) and 16-32 rows of b per step (GEMV_BK); K split into about ``GEMV_SLICES`` slices (one
 #: program each) so both cores get work and the partial sums stay small. 1x2048x2048 fp32, USM
 #: operands, min of 5 medians in one run (numpy 0.23 ms): BN,BK,slices 64,32,16 0.34 ms;
 #: 64,16,16 0.41; 64,32,32 0.38; 64,32,8 0.44; 32,32,16 0.52; the gemm_kernel's best (1x256x16)
 #: 0.65 and a BN-wide split-K panel kernel 0.47-0.63. 8x2048x2048 (numpy 0.93 ms): BN 16 1.08 ms,
 #: 32 1.20, 64 1.33 (8 rows of 64 columns spill the 16 AVX2 registers). Each builds in 1-3 s.
-GEMV_CONFIG = {"BK": 32}
+#: Re-measured on the loaded VM (load 4-5, numpy operands, kernel alone; CPU ms per call and
+#: min-of-medians wall): M=1 BK 32 1.41 / 0.98-1.04 ms, 16 0.91 / 0.56-0.78, 8 0.90 / 0.44-0.72
+#: (32 rows at an 8 KB pitch are 32 streams in one L1 set); M=8 BK 32 3.46, 16 3.67.
+#: Rows of b per step, by BM (M rounded up to a power of two):
+GEMV_BK = {1: 16, 2: 32, 4: 32, 8: 32}
 #: BN by BM (M rounded up to a power of two)
 GEMV_BN = {1: 64, 2: 64, 4: 32, 8: 16}
 GEMV_SLICES = 16
 #: the largest M that gemv_kernel takes (its BM is M rounded up to a power of two)
 GEMV_MAX_M = 8
 
-#: gemm_packed_kernel on targets without 2D block IO, fp32: the 6x16 microkernel, c blocks of
-#: 96 x 256, k slices of 256 (b panel 16 KB in L1, a block 96 KB in L2); b packed in 32-row tiles.
-#: fp32 2048^3, USM operands, one run on a loaded machine: 27.8 GFLOP/s against 18.4 for the
-#: gemm_kernel (6x16x16, padded pitch) and 42.9 for numpy; 1024^3: 27.1 vs 30.2 (numpy 26.1)
-PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 16, "MC": 96, "NC": 256, "KC": 256, "BKP": 32}
+#: gemm_packed_kernel on targets without 2D block IO, fp32: the 6x16 microkernel over a packed
+#: 6-row A strip and a packed 16-column b panel (KC x 16: 16 KB in L1), c blocks of 48 x 256,
+#: k slices of 256; BK = KC: one tile_mma per slice, so the in-bounds version is one tight loop
+#: over k (12 FMAs, 2 B loads, 6 broadcasts per step; MAX_UNROLLED_FMAS) with one bounds test
+#: per slice (BK must divide KC). fp32 2048^3, GFLOP per CPU-second of the process (load-
+#: independent on this shared 2-core VM; numpy 85-87 in the same runs): MC,NC 48,256 76.0;
+#: 48,512 72-74; 36,512 74; 96,256 63.7; 60,512 63.7; 192,256 64.0; KC 128 59, 384 56; BK 16
+#: 60.1, 32 63.3, 256 63.6 (at 96,256); b-only packing 42 GFLOP/s wall vs 63 with a packed too.
+#: 1024^3: 60-61 for every MC,NC above, the plain gemm_kernel 56.2, numpy 53.5.
+PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 256, "KC": 256, "BKP": 32}
 
 CONFIGS: dict[str, list[Config]] = {
     "pvc": _XE_CONFIGS,
