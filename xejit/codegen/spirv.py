@@ -256,3 +256,20 @@ def disassemble(spv: bytes) -> str:
     if proc.returncode != 0:
         raise ToolError(f"spirv-dis failed: {proc.stderr.strip()}")
     return proc.stdout
+
+
+def entry_points(spv: bytes) -> list[str]:
+    """The names of the module's entry points (its kernels), read from the OpEntryPoint words."""
+    words = array.array("I", spv[: len(spv) // 4 * 4])
+    names, i = [], 5   # past the header
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0:
+            break
+        if opcode == 15:   # OpEntryPoint: model, id, then the name as a nul-terminated literal
+            raw = words[i + 3: i + count].tobytes()
+            names.append(raw.split(b"\0", 1)[0].decode("utf-8", "replace"))
+        elif opcode == 54:   # OpFunction: the entry points are all declared before it
+            break
+        i += count
+    return names
