@@ -23,7 +23,7 @@ from . import builtins as bi
 from .abi import ADDRESS_KINDS, POINTER_KINDS, kernel_abi
 from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
                             int_to_bool, join_phis, reg_type, safe_int_division, wrap_signed)
-from .passes.common import CompilerError, written_arrays
+from .passes.common import WRITES, CompilerError, written_arrays
 
 #: load GEMM A operands as uniform scalars (broadcast by the FMA) instead of shuffling them
 UNIFORM_A = True
@@ -59,6 +59,9 @@ class Vec:
     dtype: ScalarType
     regs: list[list[ir.Value]]
     uniform: bool = False  # regs[r][c] holds element (r, c), the same in every lane
+    #: a uniform load whose memory no op writes before its last use: tile_mma may read it again
+    #: k-slice by k-slice (in a k loop) instead of keeping the whole tile live
+    source: "LazyTile | None" = None
 
     def flat(self) -> list[ir.Value]:
         return [x for row in self.regs for x in row]
@@ -531,7 +534,7 @@ class GenericLowering(LoweringBase):
                                              f"plain loads ({why})")
             return LazyTile(tile, pad, self._in_bounds(tile), (R, C), et)
         if UNIFORM_A and uses and all(u.name == "xetile.tile_mma" and i == 0 for u, i in uses):
-            return self._load_uniform(tile, pad)
+            return self._load_uniform(tile, pad, rereadable=self._unwritten_until_uses(op))
         why = self._block_io_ok(tile)
         if why is not None:
             self.report.fallbacks.append(f"{op.loc}: load_tile {list(t.shape)}x{et}: plain loads ({why})")
@@ -581,6 +584,23 @@ class GenericLowering(LoweringBase):
         last = max(ops.index(u) for u, _ in uses)
         return not any(o.name in ("xetile.store_tile", "xetile.atomic_rmw_tile", "xetile.store_scatter")
                        or o.regions for o in ops[start + 1:last])
+
+    def _unwritten_until_uses(self, op) -> bool:
+        """No op writes device memory from ``op`` to its last use (loops between included), so a
+        read of the same addresses at a use sees the same values."""
+        ops = op.parent.ops
+        start = ops.index(op)
+
+        def ancestor(u):   # the op of ``op``'s block that holds u
+            while u is not None and u.parent is not op.parent:
+                region = u.parent.parent if u.parent is not None else None
+                u = region.parent if region is not None else None
+            return u
+        tops = [ancestor(u) for u, _ in op.result.uses]
+        if not tops or any(t is None for t in tops):
+            return False
+        last = max(ops.index(t) for t in tops)
+        return not any(o.name in WRITES for top in ops[start + 1:last + 1] for o in top.walk())
 
     def _fast_addr(self, tile: Tile, r: int, col: ir.Value) -> ir.Value:
         """Pointer to element (r, col) of an in-bounds tile on the fast path.
@@ -677,9 +697,10 @@ class GenericLowering(LoweringBase):
         b_vals = vals[na:] if isinstance(B, LazyTile) else None
         return a_vals, b_vals
 
-    def _load_uniform(self, tile: Tile, pad) -> Vec:
+    def _load_uniform(self, tile: Tile, pad, rereadable: bool = False) -> Vec:
         """Load a tile as uniform scalars (every lane the whole tile): the A operand of a GEMM,
-        which the FMA loop broadcasts element by element."""
+        which the FMA loop broadcasts element by element. ``rereadable``: nothing writes its
+        memory before the uses, which may read it again instead (:attr:`Vec.source`)."""
         b = self.b
         R, C = tile.type.shape
         et = tile.type.dtype
@@ -705,7 +726,8 @@ class GenericLowering(LoweringBase):
                 blk_slow = b.block
         self.count("uniform load (GEMM A operand, broadcast)", R * C)
         vals = join_phis(b, fast, blk_fast, slow, blk_slow)
-        return Vec((R, C), et, [vals[r * C:(r + 1) * C] for r in range(R)], uniform=True)
+        source = LazyTile(tile, pad, inb, (R, C), et) if rereadable else None
+        return Vec((R, C), et, [vals[r * C:(r + 1) * C] for r in range(R)], uniform=True, source=source)
 
     def op_xetile_store_tile(self, op):
         val: Vec = self.env[id(op.operands[0])]
@@ -861,6 +883,12 @@ class GenericLowering(LoweringBase):
     def op_xetile_tile_mma(self, op):
         A: Vec = self.env[id(op.operands[0])]
         B: Vec = self.env[id(op.operands[1])]
+        if isinstance(A, Vec) and A.source is not None and isinstance(B, LazyTile):
+            # read A again k-slice by k-slice like a fused load: a tile loaded before a loop
+            # (attention's q) is not kept live in registers across it, and both operands lazy
+            # take the k loops below (small code for the CPU driver)
+            A = A.source
+            self.count("A operand read again from memory (unwritten)")
         M, K = A.shape
         _, N = B.shape
         rt = op.result.type.dtype
