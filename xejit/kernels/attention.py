@@ -261,18 +261,18 @@ def _t(x):
 
 
 def compile_for(kind: str, target: str, D: int, dtype: str, config: Config, *, causal: bool = True,
-                B: int = 1, H: int = 8, G: int = 1, Sq: int = 1024, Sk: int = 1024):
+                B: int = 1, H: int = 8, G: int = 1, Sq: int = 1024, Sk: int = 1024, emulate: bool = False):
     """``kind`` ("fwd", "dq" or "dkdv") compiled for ``target`` with ``config`` (for the dk/dv
     kernel: BN is the key block, BM the query block), on arrays of the layouts ``xejit.attention``
     launches with; nothing is launched. The result's ``.device_binary`` is Intel's compiler's
-    build for GPU targets."""
+    build for GPU targets; ``emulate``: the GPU target's code for the CPU device instead."""
     BD = -(-D // 16) * 16
     Hkv = H // G
     q = _empty((B * H * Sq, D), dtype)
     k = _empty((B * Hkv * Sk, D), dtype)
     lse_c = _empty((Sq, -(-(B * H) // 4) * 4), "float32")
     qk_scale = LOG2E / D ** 0.5
-    opts = dict(BD=BD, CAUSAL=causal, **config.all_kwargs())
+    opts = dict(BD=BD, CAUSAL=causal, emulate=emulate, **config.all_kwargs())
     if kind == "fwd":
         o = _empty((Sq, B * H * BD), dtype)
         return attn_fwd_kernel.compile(q, _t(k), k, o, lse_c, Sq, Sk, H, G, qk_scale, TRIM=Sq <= Sk,
