@@ -12,8 +12,8 @@ table, :data:`IMPLEMENTATIONS`, keyed by the variant's kind:
 * ``emulate=True`` (the CPU device): LLVM IR with exactly the per-invocation semantics of
   SPV_INTEL_subgroup_matrix_multiply_accumulate and SPV_INTEL_2d_block_io ("Mapping ... to
   Invocations", "Out-of-Bounds Behavior"), built from subgroup shuffles, loads and stores: a
-  loop over K (DPAS) or over the lane's elements (block IO) in a ``noinline`` function, so the
-  CPU driver's build time does not grow with the number of call sites or the block size.
+  loop over K (DPAS, in a ``noinline`` function) or over the lane's elements (block IO), so the
+  CPU driver's build time grows less with the number of call sites and the block size.
 
 Signatures (``G`` = ``ptr addrspace(1)``, ``P`` = private ``ptr``, ``<2 x i32>`` = (x, y) coordinate
 in elements; width and pitch in bytes, height in rows, as in the SPIR-V ops):
@@ -461,7 +461,9 @@ def _block_element(bld: ir.IRBuilder, v: BlockVariant, lane: ir.Value, k: ir.Val
 
 def _emu_block(fn: ir.Function, v: BlockVariant) -> None:
     """One loop over this lane's elements (not unrolled: the CPU driver's build time grows with
-    the code, and a 32-row block is hundreds of elements per lane)."""
+    the code, and a 32-row block is hundreds of elements per lane). Inlined at its call: out of
+    line, the private pointer it takes crashed the CPU runtime (pvc pad_copy, at run time), and
+    by value the elements (up to 64) are vectors LLVM's SPIR-V backend cannot legalize."""
     entry = fn.append_basic_block("entry")
     bld = ir.IRBuilder(entry)
     if v.kind == "prefetch":      # prefetching "does not affect the functionality" (spec)
@@ -546,9 +548,9 @@ def declare_variant(module: ir.Module, v: Variant, emulate: bool) -> ir.Function
     fn.linkage = "internal"
     fn._xejit_emulated = emulate
     real, emu = IMPLEMENTATIONS[v.kind]
-    # Emulated bodies are loops called from every DPAS / block site: kept out of line, so that
-    # the CPU driver compiles each once (inlined, pvc's fp16 GEMM 32x64x32 built in 8 s, 2.5 s now)
-    fn.attributes.add("noinline" if emulate else "alwaysinline")
+    # Emulated bodies are loops; the DPAS, called from many sites, stays out of line so that the
+    # CPU driver compiles it once (block ops: see _emu_block)
+    fn.attributes.add("noinline" if emulate and v.kind == "dpas" else "alwaysinline")
     (emu if emulate else real)(fn, v)
     return fn
 

@@ -40,6 +40,10 @@ LOOP_BOUNDARY_MMA = True
 #: instead of unrolling it (CPU driver build, fp32 row-major B: 16x32x32 (1024) 5 s, 32x32x32 (2048)
 #: 67 s unrolled; the autotuner's generic configs are at most 256 and stay unrolled)
 MAX_UNROLLED_FMAS = 512
+#: The same for a tile_mma whose A is computed in registers (one column group, read with a
+#: subgroup shuffle per k; attention's P @ V): above it the k steps are a loop with the shuffle
+#: lane the loop counter (fp32 attention forward 8x16: 11 s CPU to build unrolled)
+MAX_UNROLLED_SHUFFLED_FMAS = 128
 #: The largest tile_mma accumulator per subgroup, in lane values (BM * ceil(BN/16)), checked up
 #: front: fp32 64x64x32 (256) builds in 12 s on the CPU device; 128x64x32 produced 2.1 MB of
 #: SPIR-V in 24 s before the driver's build (and with k loops per strip crashes LLVM's NewGVN)
@@ -914,6 +918,10 @@ class GenericLowering(LoweringBase):
             return self.tf32(x) if tf32 else x
         lazy = isinstance(A, LazyTile) or isinstance(B, LazyTile)
         Bp = None if isinstance(B, LazyTile) else [[prep(x, B.dtype) for x in row] for row in B.regs]
+        # A in registers, one column group (K <= S), B fused: k loops can read A with a shuffle
+        # whose lane is the loop counter
+        shuffled_a = (isinstance(A, Vec) and not A.uniform and len(A.regs[0]) == 1 and isinstance(B, LazyTile)
+                      and LOOP_BOUNDARY_MMA)
 
         def steps(acc, fast):
             acc = [list(row) for row in acc]
@@ -925,8 +933,9 @@ class GenericLowering(LoweringBase):
             # tiles whose unrolled k steps exceed MAX_UNROLLED_FMAS loop over k within each strip:
             # the CPU driver's build time grows faster than the unrolled code (fp32 32x32x32:
             # 67 s unrolled)
-            k_loop = lazy and fast and isinstance(A, LazyTile) and isinstance(B, LazyTile) \
-                and M * K * G > MAX_UNROLLED_FMAS
+            k_loop = lazy and fast and isinstance(B, LazyTile) and (
+                isinstance(A, LazyTile) and M * K * G > MAX_UNROLLED_FMAS
+                or shuffled_a and M * K * G > MAX_UNROLLED_SHUFFLED_FMAS)
             for m0 in range(0, M, rb):
                 rows = range(m0, min(M, m0 + rb))
                 # strips after the first re-read B at an address the compilers cannot prove equal
@@ -961,7 +970,7 @@ class GenericLowering(LoweringBase):
             Bp_k = [prep(x, B.dtype) for x in b_k]
             new = {}
             for m in rows:
-                a = prep(a_k[m], a_ty)
+                a = prep(a_k[m], a_ty) if a_k is not None else self.shuffle(prep(A.regs[m][0], a_ty), b.trunc(kk, I32))
                 new[m] = [b.add(phis[m][j], b.mul(a, Bp_k[j])) if isint else self.fma(a, Bp_k[j], phis[m][j])
                           for j in range(G)]
             nxt = b.add(kk, I64(1))
@@ -1010,7 +1019,7 @@ class GenericLowering(LoweringBase):
             # block reads): unrolled over k they made the CPU driver's build superlinear (fp16
             # column-major B 16x32x32: 48 s, 32x32x32: minutes), so the in-bounds version is a
             # k loop too, with plain loads
-            loop_fast = (LOOP_BOUNDARY_MMA and isinstance(A, LazyTile) and isinstance(B, LazyTile)
+            loop_fast = (LOOP_BOUNDARY_MMA and (isinstance(A, LazyTile) or shuffled_a) and isinstance(B, LazyTile)
                          and self._block_io_ok(B.tile) is not None and not self._block_read_narrow_ok(B.tile))
             with b.if_else(cond, likely=True) as (then, otherwise):
                 with then:
@@ -1022,7 +1031,7 @@ class GenericLowering(LoweringBase):
                     self._bases = {}
                     bf = b.block
                 with otherwise:
-                    if LOOP_BOUNDARY_MMA and isinstance(A, LazyTile) and isinstance(B, LazyTile):
+                    if LOOP_BOUNDARY_MMA and (isinstance(A, LazyTile) or shuffled_a) and isinstance(B, LazyTile):
                         slow = self._mma_boundary_loop(A, B, acc, M, K, G, prep, isint)
                     else:
                         slow = steps(acc, False)
@@ -1046,7 +1055,8 @@ class GenericLowering(LoweringBase):
     def _mma_boundary_loop(self, A, B, acc, M, K, G, prep, isint: bool = False, masked: bool = True):
         """acc += A @ B for fused loads of a tile not fully in bounds: a loop over k (one masked
         column of A and row of B per step); returns the accumulators after the loop.
-        ``masked=False``: the tiles are known in bounds (plain loads)."""
+        ``masked=False``: the tiles are known in bounds (plain loads). A may also be a Vec of one
+        column group (read with a shuffle from lane k)."""
         b = self.b
         pre = b.block
         loop = b.append_basic_block("mma_edge")
@@ -1067,7 +1077,10 @@ class GenericLowering(LoweringBase):
         bk = [prep(self._masked_load(B, kk, self.col_index(C, g), masked), B.dtype) for g in range(G)]
         new = []
         for m in range(M):
-            a = prep(self._masked_load(A, I64(m), kk, masked), A.dtype)
+            if isinstance(A, LazyTile):
+                a = prep(self._masked_load(A, I64(m), kk, masked), A.dtype)
+            else:
+                a = self.shuffle(prep(A.regs[m][0], A.dtype), b.trunc(kk, I32))
             new.append([b.add(phis[m][g], b.mul(a, bk[g])) if isint else self.fma(a, bk[g], phis[m][g])
                         for g in range(G)])
         nxt = b.add(kk, I64(1))

@@ -119,10 +119,10 @@ _DG2 = {
     ("dkdv", "large"): [_c(16, 2, 2, 1)],
 }
 
-# The OpenCL CPU device: no DPAS (FMAs with subgroup shuffles, fully unrolled), so small tiles.
-# Its driver's build time grows fast with the rows per program (fp32 D=64 forward: 1 row 14 s,
-# 2 rows 22 s, 4 rows 35-68 s; dq 1 / 2 / 4 rows: 20 / 44 / 100 s; dk/dv 2 / 4 keys: 16 / 94 s,
-# on 2 loaded cores): the cheapest build comes first (taken untuned, XEJIT_ATTENTION_TUNE=0),
+# The OpenCL CPU device: no DPAS (FMAs over k loops, docs/compiler.md), so small tiles. Driver
+# builds, CPU seconds, fp32 D=64 (benchmarks/bench_build_time.py --only attention): forward
+# 2 / 4 / 8 / 1 rows 1.1 / ~2 / 2.0 / ~0.6; dq 1 row 0.5; dk/dv 2 / 4 keys 2.1 / 1.3 (5-11 s each
+# when the k steps were unrolled); the first config is taken untuned (XEJIT_ATTENTION_TUNE=0),
 # the autotuner times the others.
 _GENERIC = {
     ("fwd", "small"): [_g(2, 16), _g(4, 16), _g(8, 16), _g(1, 16)],

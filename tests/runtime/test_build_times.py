@@ -1,0 +1,50 @@
+"""The CPU device's driver builds the library's attention kernels and emulated GPU kernels in
+seconds (issue 15: no kernel a user can write makes them wait for minutes).
+
+Each kernel is compiled and built by the driver with no cached binary; the figure checked is the
+CPU time of the building thread (``program.build_stats``), not the elapsed time, so a loaded
+machine does not fail the test. The whole table is ``benchmarks/bench_build_time.py``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.kernels import matmul
+from tests.matmul.backend import requires_device
+from xejit.kernels import attention as ka
+from xejit.runtime import program
+
+GOAL_S = 5.0
+
+pytestmark = [pytest.mark.slow, requires_device]
+
+
+def _build_cpu_s(spv: bytes) -> float:
+    program.build_program(spv, cache=False)
+    return program.build_stats.spirv_builds[-1][1]
+
+
+ATTENTION = [(kind, i) for kind in ("fwd", "dq", "dkdv") for i in range(len(ka.configs_for("generic", kind, 64)))]
+
+
+@pytest.mark.parametrize("kind,i", ATTENTION)
+def test_attention_candidates_build_in_seconds(kind, i):
+    """Every generic candidate the autotuner may build (fp32, D=64, causal, as the tests call it)."""
+    cfg = ka.configs_for("generic", kind, 64)[i]
+    ck = ka.compile_for(kind, "generic", 64, "float32", cfg, causal=True, B=2, H=4, G=2, Sq=37, Sk=45)
+    assert _build_cpu_s(ck.spv) <= GOAL_S
+
+
+@pytest.mark.parametrize("kind", ["fwd", "dq", "dkdv"])
+def test_emulated_pvc_attention_builds_in_seconds(kind):
+    cfg = ka.configs_for("pvc", kind, 64)[0]
+    ck = ka.compile_for(kind, "pvc", 64, "float16", cfg, causal=True, B=2, H=4, G=2, Sq=37, Sk=45, emulate=True)
+    assert _build_cpu_s(ck.spv) <= GOAL_S
+
+
+def test_emulated_pvc_gemm_builds_in_seconds():
+    """DPAS and 2D block IO emulated (codegen/emulation.py): loops in out-of-line functions."""
+    a = np.zeros((200, 200), np.float16)
+    c = np.zeros((200, 200), np.float32)
+    ck = matmul.compile(a, a, c, 200, 200, 200, BM=32, BN=64, BK=32, num_subgroups=2, target="pvc", emulate=True)
+    assert _build_cpu_s(ck.spv) <= GOAL_S
