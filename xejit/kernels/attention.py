@@ -121,9 +121,9 @@ _DG2 = {
 
 # The OpenCL CPU device: no DPAS (FMAs over k loops, docs/compiler.md), so small tiles. Driver
 # builds, CPU seconds, fp32 D=64 (benchmarks/bench_build_time.py --only attention): forward
-# 2 / 4 / 8 / 1 rows 1.1 / ~2 / 2.0 / ~0.6; dq 1 row 0.5; dk/dv 2 / 4 keys 2.1 / 1.3 (5-11 s each
-# when the k steps were unrolled); the first config is taken untuned (XEJIT_ATTENTION_TUNE=0),
-# the autotuner times the others.
+# 2 / 4 / 8 / 1 rows 1.1 / 1.0 / 1.9 / 0.7; dq 1 / 2 / 4 rows 0.6 / 1.1 / 0.8; dk/dv 2 / 4 keys
+# 2.2 / 1.3 (4.6-11 s each when the k steps were unrolled); the first config is taken untuned
+# (XEJIT_ATTENTION_TUNE=0), the autotuner times the others.
 _GENERIC = {
     ("fwd", "small"): [_g(2, 16), _g(4, 16), _g(8, 16), _g(1, 16)],
     ("dq", "small"): [_g(1, 16), _g(2, 16), _g(4, 16)],
