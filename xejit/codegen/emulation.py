@@ -12,9 +12,8 @@ table, :data:`IMPLEMENTATIONS`, keyed by the variant's kind:
 * ``emulate=True`` (the CPU device): LLVM IR with exactly the per-invocation semantics of
   SPV_INTEL_subgroup_matrix_multiply_accumulate and SPV_INTEL_2d_block_io ("Mapping ... to
   Invocations", "Out-of-Bounds Behavior"), built from subgroup shuffles, loads and stores: a
-  loop over K (DPAS) or over the lane's elements (block IO), in ``noinline`` functions (stores
-  inlined), so the CPU driver's build time grows less with the number of call sites and the
-  block size.
+  loop over K (DPAS, in a ``noinline`` function) or over the lane's elements (block IO), so the
+  CPU driver's build time grows less with the number of call sites and the block size.
 
 Signatures (``G`` = ``ptr addrspace(1)``, ``P`` = private ``ptr``, ``<2 x i32>`` = (x, y) coordinate
 in elements; width and pitch in bytes, height in rows, as in the SPIR-V ops):
@@ -549,11 +548,10 @@ def declare_variant(module: ir.Module, v: Variant, emulate: bool) -> ir.Function
     fn.linkage = "internal"
     fn._xejit_emulated = emulate
     real, emu = IMPLEMENTATIONS[v.kind]
-    # Emulated bodies are loops out of line, so that the CPU driver compiles each once: pvc's
-    # fp16 GEMM 32x64x32 builds in 4.4 s of CPU (8.5 s with every variant inlined and unrolled,
-    # 6.1 s with only the DPAS out of line). Stores are inlined: out of line, the private pointer
-    # they read crashed the CPU runtime (tests/codegen/xegpu pad_copy on pvc, at run time)
-    fn.attributes.add("noinline" if emulate and v.kind != "store" else "alwaysinline")
+    # Emulated bodies are loops; the DPAS, called from many sites, stays out of line so that the
+    # CPU driver compiles it once. Block ops are inlined: out of line, the private pointer they
+    # take crashed the CPU runtime at run time (tests/codegen/xegpu: pad_copy's store, GEMM loads)
+    fn.attributes.add("noinline" if emulate and v.kind == "dpas" else "alwaysinline")
     (emu if emulate else real)(fn, v)
     return fn
 
