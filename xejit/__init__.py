@@ -3,6 +3,14 @@ from .runtime import _icd  # noqa: F401  (first: the CPU OpenCL runtime must be 
 
 from ._version import __version__  # noqa: E402,F401
 
+from . import options as _options  # noqa: E402
+from .codegen import spirv as _spirv  # noqa: E402
+
+if not _options.current().interpret:
+    # The SPIR-V emission worker (a Python process loading LLVM, 0.1-0.4 s) starts now, in the
+    # background: the first compile would otherwise wait for it (codegen/spirv.py)
+    _spirv.prestart_emitter()
+
 from . import language  # noqa: E402
 from .errors import CompilationError, OutOfBoundsError, XejitError, XejitTypeError, XejitValueError  # noqa: E402
 from .jit import Kernel, kernel  # noqa: E402

@@ -11,7 +11,9 @@ table, :data:`IMPLEMENTATIONS`, keyed by the variant's kind:
   which LLVM's SPIR-V backend turns into the instruction;
 * ``emulate=True`` (the CPU device): LLVM IR with exactly the per-invocation semantics of
   SPV_INTEL_subgroup_matrix_multiply_accumulate and SPV_INTEL_2d_block_io ("Mapping ... to
-  Invocations", "Out-of-Bounds Behavior"), built from subgroup shuffles, loads and stores.
+  Invocations", "Out-of-Bounds Behavior"), built from subgroup shuffles, loads and stores: a
+  loop over K (DPAS, in a ``noinline`` function) or over the lane's elements (block IO), so the
+  CPU driver's build time grows less with the number of call sites and the block size.
 
 Signatures (``G`` = ``ptr addrspace(1)``, ``P`` = private ``ptr``, ``<2 x i32>`` = (x, y) coordinate
 in elements; width and pitch in bytes, height in rows, as in the SPIR-V ops):
@@ -332,45 +334,54 @@ def _elements(bld: ir.IRBuilder, v: ir.Value, n: int) -> list[ir.Value]:
 
 
 def _emu_dpas(fn: ir.Function, v: DpasVariant) -> None:
+    """A loop over K (one column of A and row of B per step, the M accumulators loop-carried):
+    unrolled, the M*K FMAs and shuffles of every variant made the CPU driver's build slow."""
     a, b, c = fn.args
-    bld = ir.IRBuilder(fn.append_basic_block("entry"))
+    entry = fn.append_basic_block("entry")
+    bld = ir.IRBuilder(entry)
     eb = v.elem_bits
-    # B: this lane's column, K rows; 16-bit and smaller elements VNNI-packed in 32-bit values.
-    b_vals = _elements(bld, b, v.b_len)
-    col = []
-    for k in range(v.k):
-        if eb == 32:
-            col.append(_decode(bld, _to_i32(bld, b_vals[k]), v.b_ty))
-        else:
-            per = 32 // eb
-            word = b_vals[k // per]
-            col.append(_decode(bld, bld.lshr(word, I32((k % per) * eb)), v.b_ty))
-    # A: element (m, k) lives in lane/component/bit offset given by the spec's three cases.
     a_vals = [_to_i32(bld, x) for x in _elements(bld, a, v.a_len)]
-    shuffled: dict[tuple[int, int], ir.Value] = {}
-
-    def a_elem(m: int, k: int) -> ir.Value:
-        if v.a_rows_split > 1:          # K < N: lane k + K*(m % r) holds row m in component m // r
-            lane, comp, shift = k + v.k * (m % v.a_rows_split), m // v.a_rows_split, 0
-        else:                           # K >= N: lane k // p holds columns packed low to high
-            lane, comp, shift = k // v.a_pack, m, (k % v.a_pack) * eb
-        key = (lane, comp)
-        if key not in shuffled:
-            shuffled[key] = bi.shuffle(bld, a_vals[comp], I32(lane), kind="i32")
-        word = shuffled[key]
-        return _decode(bld, bld.lshr(word, I32(shift)) if shift else word, v.a_ty)
-
+    b_vec = b if isinstance(b.type, ir.VectorType) else None
     c_vals = _elements(bld, c, v.m)
+    body, done = fn.append_basic_block("k"), fn.append_basic_block("done")
+    bld.branch(body)
+    bld.position_at_end(body)
+    k = bld.phi(I32, name="k")
+    k.add_incoming(I32(0), entry)
+    accs = []
+    for x in c_vals:
+        p = bld.phi(x.type)
+        p.add_incoming(x, entry)
+        accs.append(p)
+    # B: this lane's column, K rows; 16-bit and smaller elements VNNI-packed in 32-bit values.
+    if eb == 32:
+        word = _to_i32(bld, bld.extract_element(b_vec, k) if b_vec is not None else b)
+        col = _decode(bld, word, v.b_ty)
+    else:
+        per = 32 // eb
+        word = bld.extract_element(b_vec, bld.udiv(k, I32(per)))
+        col = _decode(bld, bld.lshr(word, bld.mul(bld.urem(k, I32(per)), I32(eb))), v.b_ty)
     out = []
     for m in range(v.m):
-        acc = c_vals[m]
-        for k in range(v.k):
-            x = a_elem(m, k)
-            if v.acc_ty == "f32":
-                acc = _fma(bld, x, col[k], acc)
-            else:
-                acc = bld.add(acc, bld.mul(x, col[k]))
-        out.append(acc)
+        # A: element (m, k) lives in lane/component/bit offset given by the spec's three cases.
+        if v.a_rows_split > 1:          # K < N: lane k + K*(m % r) holds row m in component m // r
+            lane, comp, shift = bld.add(k, I32(v.k * (m % v.a_rows_split))), m // v.a_rows_split, None
+        else:                           # K >= N: lane k // p holds columns packed low to high
+            lane, comp = (bld.udiv(k, I32(v.a_pack)) if v.a_pack > 1 else k), m
+            shift = bld.mul(bld.urem(k, I32(v.a_pack)), I32(eb)) if v.a_pack > 1 else None
+        word = bi.shuffle(bld, a_vals[comp], lane, kind="i32")
+        x = _decode(bld, bld.lshr(word, shift) if shift is not None else word, v.a_ty)
+        if v.acc_ty == "f32":
+            out.append(_fma(bld, x, col, accs[m]))
+        else:
+            out.append(bld.add(accs[m], bld.mul(x, col)))
+    nxt = bld.add(k, I32(1))
+    latch = bld.block
+    k.add_incoming(nxt, latch)
+    for p, x in zip(accs, out):
+        p.add_incoming(x, latch)
+    bld.cbranch(bld.icmp_unsigned("<", nxt, I32(v.k)), body, done)
+    bld.position_at_end(done)
     if v.m == 1:
         bld.ret(out[0])
         return
@@ -431,38 +442,40 @@ def _surface_helper(module: ir.Module, kind: str, bits: int) -> ir.Function:
     return fn
 
 
-def _block_elements(bld: ir.IRBuilder, v: BlockVariant, lane: ir.Value):
-    """Yield (k, row, col, blk) of every per-lane element k; row/col in the post-layout block
-    (after transform/transpose), as i32 values depending on the lane id."""
+def _block_element(bld: ir.IRBuilder, v: BlockVariant, lane: ir.Value, k: ir.Value):
+    """(row, col, blk) of per-lane element ``k`` (i32, a loop counter): row/col in the
+    post-layout block (after transform/transpose), blk the block of the count, all i32."""
     rows, cols = v.post_shape()
     per = v.per_block()
-    for k in range(v.lane_elems()):
-        blk, kk = divmod(k, per)
-        if cols <= v.sg:
-            rpg = v.sg // cols
-            col = bld.urem(lane, I32(cols)) if cols < v.sg else lane
-            row = bld.add(I32(kk * rpg), bld.udiv(lane, I32(cols))) if rpg > 1 else I32(kk)
-        elif v.kind == "load_transpose":
-            # a transposed row wider than the subgroup fills cols / sg registers, one after the
-            # other: word kk of a lane is column lane + sg * (kk % ept). This is what Intel's
-            # compiler does (the send's destination registers are the words, read per lane);
-            # the spec's prose ("the first set of elements to the first invocation") would put
-            # columns 2 lane, 2 lane + 1 there, which the ISA does not
-            # (test_intel_compiler.py::test_tall_transposed_load_words_are_the_sends_destination_registers).
-            ept = cols // v.sg
-            i, j = divmod(kk, ept)
-            col = bld.add(lane, I32(j * v.sg))
-            row = I32(i)
-        else:
-            ept = cols // v.sg
-            i, j = divmod(kk, ept)
-            col = bld.add(bld.mul(lane, I32(ept)), I32(j))
-            row = I32(i)
-        yield k, row, col, blk
+    blk, kk = bld.udiv(k, I32(per)), bld.urem(k, I32(per))
+    if cols <= v.sg:
+        rpg = v.sg // cols
+        col = bld.urem(lane, I32(cols)) if cols < v.sg else lane
+        row = bld.add(bld.mul(kk, I32(rpg)), bld.udiv(lane, I32(cols))) if rpg > 1 else kk
+    elif v.kind == "load_transpose":
+        # a transposed row wider than the subgroup fills cols / sg registers, one after the
+        # other: word kk of a lane is column lane + sg * (kk % ept). This is what Intel's
+        # compiler does (the send's destination registers are the words, read per lane);
+        # the spec's prose ("the first set of elements to the first invocation") would put
+        # columns 2 lane, 2 lane + 1 there, which the ISA does not
+        # (test_intel_compiler.py::test_tall_transposed_load_words_are_the_sends_destination_registers).
+        ept = cols // v.sg
+        col = bld.add(lane, bld.mul(bld.urem(kk, I32(ept)), I32(v.sg)))
+        row = bld.udiv(kk, I32(ept))
+    else:
+        ept = cols // v.sg
+        col = bld.add(bld.mul(lane, I32(ept)), bld.urem(kk, I32(ept)))
+        row = bld.udiv(kk, I32(ept))
+    return row, col, blk
 
 
 def _emu_block(fn: ir.Function, v: BlockVariant) -> None:
-    bld = ir.IRBuilder(fn.append_basic_block("entry"))
+    """One loop over this lane's elements (not unrolled: the CPU driver's build time grows with
+    the code, and a 32-row block is hundreds of elements per lane). (The elements cannot be
+    passed by value instead of through the private pointer: up to 64 of them, vectors LLVM's
+    SPIR-V backend cannot legalize.)"""
+    entry = fn.append_basic_block("entry")
+    bld = ir.IRBuilder(entry)
     if v.kind == "prefetch":      # prefetching "does not affect the functionality" (spec)
         bld.ret_void()
         return
@@ -475,33 +488,43 @@ def _emu_block(fn: ir.Function, v: BlockVariant) -> None:
     ld = _surface_helper(fn.module, "ld", v.elem_bits)
     lty = ir.IntType(v.lane_bits)
     W, H = I32(v.width), I32(v.height)
-    for k, row, col, blk in _block_elements(bld, v, lane):
-        bx = bld.add(cx, I32(blk * v.width))
-        slot = bld.gep(dst if v.kind != "store" else src, [I32(k)], source_etype=lty)
-        if v.kind == "load_transpose":
-            # post (row, col) = pre (col, row): row indexes the pre-transpose column.
-            inb = bld.and_(bld.icmp_unsigned("<", row, W), bld.icmp_unsigned("<", col, H))
-            val = bi.call(bld, ld, [base, width, height, pitch, bld.add(bx, row), bld.add(cy, col), inb])
-        elif v.kind == "load_transform":
-            x = bld.add(bx, col)
-            in_col = bld.icmp_unsigned("<", col, W)
-            val = I32(0)
-            for t in range(v.vnni):
-                r = bld.add(bld.mul(row, I32(v.vnni)), I32(t))
-                inb = bld.and_(in_col, bld.icmp_unsigned("<", r, H))
-                e = bi.call(bld, ld, [base, width, height, pitch, x, bld.add(cy, r), inb])
-                e = bld.zext(e, I32)
-                val = bld.or_(val, bld.shl(e, I32(t * v.elem_bits)) if t else e)
+    body, done = fn.append_basic_block("elem"), fn.append_basic_block("done")
+    bld.branch(body)
+    bld.position_at_end(body)
+    k = bld.phi(I32, name="k")
+    k.add_incoming(I32(0), entry)
+    row, col, blk = _block_element(bld, v, lane, k)
+    bx = bld.add(cx, bld.mul(blk, I32(v.width)))
+    slot = bld.gep(dst if v.kind != "store" else src, [k], source_etype=lty)
+    if v.kind == "load_transpose":
+        # post (row, col) = pre (col, row): row indexes the pre-transpose column.
+        inb = bld.and_(bld.icmp_unsigned("<", row, W), bld.icmp_unsigned("<", col, H))
+        val = bi.call(bld, ld, [base, width, height, pitch, bld.add(bx, row), bld.add(cy, col), inb])
+    elif v.kind == "load_transform":
+        x = bld.add(bx, col)
+        in_col = bld.icmp_unsigned("<", col, W)
+        val = I32(0)
+        for t in range(v.vnni):
+            r = bld.add(bld.mul(row, I32(v.vnni)), I32(t))
+            inb = bld.and_(in_col, bld.icmp_unsigned("<", r, H))
+            e = bi.call(bld, ld, [base, width, height, pitch, x, bld.add(cy, r), inb])
+            e = bld.zext(e, I32)
+            val = bld.or_(val, bld.shl(e, I32(t * v.elem_bits)) if t else e)
+    else:
+        inb = bld.and_(bld.icmp_unsigned("<", row, H), bld.icmp_unsigned("<", col, W))
+        x, y = bld.add(bx, col), bld.add(cy, row)
+        if v.kind == "store":
+            st = _surface_helper(fn.module, "st", v.elem_bits)
+            bi.call(bld, st, [base, width, height, pitch, x, y, inb, bld.load(slot, typ=lty)])
+            val = None
         else:
-            inb = bld.and_(bld.icmp_unsigned("<", row, H), bld.icmp_unsigned("<", col, W))
-            x, y = bld.add(bx, col), bld.add(cy, row)
-            if v.kind == "store":
-                st = _surface_helper(fn.module, "st", v.elem_bits)
-                val = bld.load(slot, typ=lty)
-                bi.call(bld, st, [base, width, height, pitch, x, y, inb, val])
-                continue
             val = bi.call(bld, ld, [base, width, height, pitch, x, y, inb])
+    if val is not None:
         bld.store(val, slot)
+    nxt = bld.add(k, I32(1))
+    k.add_incoming(nxt, bld.block)
+    bld.cbranch(bld.icmp_unsigned("<", nxt, I32(v.lane_elems())), body, done)
+    bld.position_at_end(done)
     bld.ret_void()
 
 
@@ -535,8 +558,10 @@ def declare_variant(module: ir.Module, v: Variant, emulate: bool) -> ir.Function
     fn.linkage = "internal"
     fn._xejit_emulated = emulate
     real, emu = IMPLEMENTATIONS[v.kind]
-    if not emulate:
-        fn.attributes.add("alwaysinline")
+    # Emulated bodies are loops; the DPAS, called from many sites, stays out of line so that the
+    # CPU driver compiles it once. Block ops are inlined: out of line, the private pointer they
+    # take crashed the CPU runtime at run time (tests/codegen/xegpu: pad_copy's store, GEMM loads)
+    fn.attributes.add("noinline" if emulate and v.kind == "dpas" else "alwaysinline")
     (emu if emulate else real)(fn, v)
     return fn
 

@@ -23,7 +23,7 @@ from . import builtins as bi
 from .abi import ADDRESS_KINDS, POINTER_KINDS, kernel_abi
 from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
                             int_to_bool, join_phis, reg_type, safe_int_division, wrap_signed)
-from .passes.common import CompilerError, written_arrays
+from .passes.common import WRITES, CompilerError, written_arrays
 
 #: load GEMM A operands as uniform scalars (broadcast by the FMA) instead of shuffling them
 UNIFORM_A = True
@@ -40,6 +40,10 @@ LOOP_BOUNDARY_MMA = True
 #: instead of unrolling it (CPU driver build, fp32 row-major B: 16x32x32 (1024) 5 s, 32x32x32 (2048)
 #: 67 s unrolled; the autotuner's generic configs are at most 256 and stay unrolled)
 MAX_UNROLLED_FMAS = 512
+#: The same for a tile_mma whose A is computed in registers (one column group, read with a
+#: subgroup shuffle per k; attention's P @ V): above it the k steps are a loop with the shuffle
+#: lane the loop counter (fp32 attention forward 8x16: 11 s CPU to build unrolled)
+MAX_UNROLLED_SHUFFLED_FMAS = 128
 #: The largest tile_mma accumulator per subgroup, in lane values (BM * ceil(BN/16)), checked up
 #: front: fp32 64x64x32 (256) builds in 12 s on the CPU device; 128x64x32 produced 2.1 MB of
 #: SPIR-V in 24 s before the driver's build (and with k loops per strip crashes LLVM's NewGVN)
@@ -59,6 +63,9 @@ class Vec:
     dtype: ScalarType
     regs: list[list[ir.Value]]
     uniform: bool = False  # regs[r][c] holds element (r, c), the same in every lane
+    #: a uniform load whose memory no op writes before its last use: tile_mma may read it again
+    #: k-slice by k-slice (in a k loop) instead of keeping the whole tile live
+    source: "LazyTile | None" = None
 
     def flat(self) -> list[ir.Value]:
         return [x for row in self.regs for x in row]
@@ -531,7 +538,7 @@ class GenericLowering(LoweringBase):
                                              f"plain loads ({why})")
             return LazyTile(tile, pad, self._in_bounds(tile), (R, C), et)
         if UNIFORM_A and uses and all(u.name == "xetile.tile_mma" and i == 0 for u, i in uses):
-            return self._load_uniform(tile, pad)
+            return self._load_uniform(tile, pad, rereadable=self._unwritten_until_uses(op))
         why = self._block_io_ok(tile)
         if why is not None:
             self.report.fallbacks.append(f"{op.loc}: load_tile {list(t.shape)}x{et}: plain loads ({why})")
@@ -581,6 +588,23 @@ class GenericLowering(LoweringBase):
         last = max(ops.index(u) for u, _ in uses)
         return not any(o.name in ("xetile.store_tile", "xetile.atomic_rmw_tile", "xetile.store_scatter")
                        or o.regions for o in ops[start + 1:last])
+
+    def _unwritten_until_uses(self, op) -> bool:
+        """No op writes device memory from ``op`` to its last use (loops between included), so a
+        read of the same addresses at a use sees the same values."""
+        ops = op.parent.ops
+        start = ops.index(op)
+
+        def ancestor(u):   # the op of ``op``'s block that holds u
+            while u is not None and u.parent is not op.parent:
+                region = u.parent.parent if u.parent is not None else None
+                u = region.parent if region is not None else None
+            return u
+        tops = [ancestor(u) for u, _ in op.result.uses]
+        if not tops or any(t is None for t in tops):
+            return False
+        last = max(ops.index(t) for t in tops)
+        return not any(o.name in WRITES for top in ops[start + 1:last + 1] for o in top.walk())
 
     def _fast_addr(self, tile: Tile, r: int, col: ir.Value) -> ir.Value:
         """Pointer to element (r, col) of an in-bounds tile on the fast path.
@@ -677,9 +701,10 @@ class GenericLowering(LoweringBase):
         b_vals = vals[na:] if isinstance(B, LazyTile) else None
         return a_vals, b_vals
 
-    def _load_uniform(self, tile: Tile, pad) -> Vec:
+    def _load_uniform(self, tile: Tile, pad, rereadable: bool = False) -> Vec:
         """Load a tile as uniform scalars (every lane the whole tile): the A operand of a GEMM,
-        which the FMA loop broadcasts element by element."""
+        which the FMA loop broadcasts element by element. ``rereadable``: nothing writes its
+        memory before the uses, which may read it again instead (:attr:`Vec.source`)."""
         b = self.b
         R, C = tile.type.shape
         et = tile.type.dtype
@@ -705,7 +730,8 @@ class GenericLowering(LoweringBase):
                 blk_slow = b.block
         self.count("uniform load (GEMM A operand, broadcast)", R * C)
         vals = join_phis(b, fast, blk_fast, slow, blk_slow)
-        return Vec((R, C), et, [vals[r * C:(r + 1) * C] for r in range(R)], uniform=True)
+        source = LazyTile(tile, pad, inb, (R, C), et) if rereadable else None
+        return Vec((R, C), et, [vals[r * C:(r + 1) * C] for r in range(R)], uniform=True, source=source)
 
     def op_xetile_store_tile(self, op):
         val: Vec = self.env[id(op.operands[0])]
@@ -861,6 +887,12 @@ class GenericLowering(LoweringBase):
     def op_xetile_tile_mma(self, op):
         A: Vec = self.env[id(op.operands[0])]
         B: Vec = self.env[id(op.operands[1])]
+        if isinstance(A, Vec) and A.source is not None and isinstance(B, LazyTile):
+            # read A again k-slice by k-slice like a fused load: a tile loaded before a loop
+            # (attention's q) is not kept live in registers across it, and both operands lazy
+            # take the k loops below (small code for the CPU driver)
+            A = A.source
+            self.count("A operand read again from memory (unwritten)")
         M, K = A.shape
         _, N = B.shape
         rt = op.result.type.dtype
@@ -886,6 +918,10 @@ class GenericLowering(LoweringBase):
             return self.tf32(x) if tf32 else x
         lazy = isinstance(A, LazyTile) or isinstance(B, LazyTile)
         Bp = None if isinstance(B, LazyTile) else [[prep(x, B.dtype) for x in row] for row in B.regs]
+        # A in registers, one column group (K <= S), B fused: k loops can read A with a shuffle
+        # whose lane is the loop counter
+        shuffled_a = (isinstance(A, Vec) and not A.uniform and len(A.regs[0]) == 1 and isinstance(B, LazyTile)
+                      and LOOP_BOUNDARY_MMA)
 
         def steps(acc, fast):
             acc = [list(row) for row in acc]
@@ -897,8 +933,9 @@ class GenericLowering(LoweringBase):
             # tiles whose unrolled k steps exceed MAX_UNROLLED_FMAS loop over k within each strip:
             # the CPU driver's build time grows faster than the unrolled code (fp32 32x32x32:
             # 67 s unrolled)
-            k_loop = lazy and fast and isinstance(A, LazyTile) and isinstance(B, LazyTile) \
-                and M * K * G > MAX_UNROLLED_FMAS
+            k_loop = lazy and fast and isinstance(B, LazyTile) and (
+                isinstance(A, LazyTile) and M * K * G > MAX_UNROLLED_FMAS
+                or shuffled_a and M * K * G > MAX_UNROLLED_SHUFFLED_FMAS)
             for m0 in range(0, M, rb):
                 rows = range(m0, min(M, m0 + rb))
                 # strips after the first re-read B at an address the compilers cannot prove equal
@@ -933,7 +970,7 @@ class GenericLowering(LoweringBase):
             Bp_k = [prep(x, B.dtype) for x in b_k]
             new = {}
             for m in rows:
-                a = prep(a_k[m], a_ty)
+                a = prep(a_k[m], a_ty) if a_k is not None else self.shuffle(prep(A.regs[m][0], a_ty), b.trunc(kk, I32))
                 new[m] = [b.add(phis[m][j], b.mul(a, Bp_k[j])) if isint else self.fma(a, Bp_k[j], phis[m][j])
                           for j in range(G)]
             nxt = b.add(kk, I64(1))
@@ -982,7 +1019,7 @@ class GenericLowering(LoweringBase):
             # block reads): unrolled over k they made the CPU driver's build superlinear (fp16
             # column-major B 16x32x32: 48 s, 32x32x32: minutes), so the in-bounds version is a
             # k loop too, with plain loads
-            loop_fast = (LOOP_BOUNDARY_MMA and isinstance(A, LazyTile) and isinstance(B, LazyTile)
+            loop_fast = (LOOP_BOUNDARY_MMA and (isinstance(A, LazyTile) or shuffled_a) and isinstance(B, LazyTile)
                          and self._block_io_ok(B.tile) is not None and not self._block_read_narrow_ok(B.tile))
             with b.if_else(cond, likely=True) as (then, otherwise):
                 with then:
@@ -994,7 +1031,7 @@ class GenericLowering(LoweringBase):
                     self._bases = {}
                     bf = b.block
                 with otherwise:
-                    if LOOP_BOUNDARY_MMA and isinstance(A, LazyTile) and isinstance(B, LazyTile):
+                    if LOOP_BOUNDARY_MMA and (isinstance(A, LazyTile) or shuffled_a) and isinstance(B, LazyTile):
                         slow = self._mma_boundary_loop(A, B, acc, M, K, G, prep, isint)
                     else:
                         slow = steps(acc, False)
@@ -1018,7 +1055,8 @@ class GenericLowering(LoweringBase):
     def _mma_boundary_loop(self, A, B, acc, M, K, G, prep, isint: bool = False, masked: bool = True):
         """acc += A @ B for fused loads of a tile not fully in bounds: a loop over k (one masked
         column of A and row of B per step); returns the accumulators after the loop.
-        ``masked=False``: the tiles are known in bounds (plain loads)."""
+        ``masked=False``: the tiles are known in bounds (plain loads). A may also be a Vec of one
+        column group (read with a shuffle from lane k)."""
         b = self.b
         pre = b.block
         loop = b.append_basic_block("mma_edge")
@@ -1039,7 +1077,10 @@ class GenericLowering(LoweringBase):
         bk = [prep(self._masked_load(B, kk, self.col_index(C, g), masked), B.dtype) for g in range(G)]
         new = []
         for m in range(M):
-            a = prep(self._masked_load(A, I64(m), kk, masked), A.dtype)
+            if isinstance(A, LazyTile):
+                a = prep(self._masked_load(A, I64(m), kk, masked), A.dtype)
+            else:
+                a = self.shuffle(prep(A.regs[m][0], A.dtype), b.trunc(kk, I32))
             new.append([b.add(phis[m][g], b.mul(a, bk[g])) if isint else self.fma(a, bk[g], phis[m][g])
                         for g in range(G)])
         nxt = b.add(kk, I64(1))

@@ -71,15 +71,24 @@ class _Emitter:
 
     def __init__(self):
         self._proc = None
+        self._pid = os.getpid()
         self._lock = threading.Lock()
 
     def _start(self):
         script = os.path.join(os.path.dirname(__file__), "_emitter.py")
         self._proc = subprocess.Popen([sys.executable, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._pid = os.getpid()
+
+    def _forked(self) -> None:
+        """In a child forked after the worker started, the pipes are the parent's: a worker of
+        its own instead (requests of two processes on one pipe would interleave)."""
+        if self._pid != os.getpid():
+            self._proc, self._pid, self._lock = None, os.getpid(), threading.Lock()
 
     def prestart(self) -> None:
-        """Start the worker now (it imports llvmlite and initialises LLVM, ~0.15 s) so that it is
-        ready when the first module is emitted; returns at once."""
+        """Start the worker now (it imports llvmlite, whose LLVM library takes 0.1-0.4 s to load)
+        so that it is ready when the first module is emitted; returns at once."""
+        self._forked()
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
@@ -91,6 +100,7 @@ class _Emitter:
     def request(self, ir_text: str, ext: tuple[str, ...]) -> bytes:
         """The worker's raw reply (``K...`` or ``O...``) to ``ir_text``; errors raise ToolError."""
         request = ",".join(ext).encode() + b"\n" + ir_text.encode()
+        self._forked()
         with self._lock:
             for attempt in (0, 1):  # a dead worker (killed from outside) is restarted once
                 if self._proc is None or self._proc.poll() is not None:
@@ -112,8 +122,10 @@ _emitter = _Emitter()
 
 
 def prestart_emitter() -> None:
-    """Start the SPIR-V emission worker in the background (see :meth:`_Emitter.prestart`): the
-    compiler calls it before its own stages, which then overlap the worker's start-up."""
+    """Start the SPIR-V emission worker in the background (see :meth:`_Emitter.prestart`):
+    ``import xejit`` calls it (unless ``XEJIT_INTERPRET``), so the worker's start-up overlaps the
+    import, device discovery and the user's setup instead of the first compile waiting for it;
+    the compiler calls it again before its stages (a no-op while the worker runs)."""
     _emitter.prestart()
 
 
@@ -256,3 +268,20 @@ def disassemble(spv: bytes) -> str:
     if proc.returncode != 0:
         raise ToolError(f"spirv-dis failed: {proc.stderr.strip()}")
     return proc.stdout
+
+
+def entry_points(spv: bytes) -> list[str]:
+    """The names of the module's entry points (its kernels), read from the OpEntryPoint words."""
+    words = array.array("I", spv[: len(spv) // 4 * 4])
+    names, i = [], 5   # past the header
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0:
+            break
+        if opcode == 15:   # OpEntryPoint: model, id, then the name as a nul-terminated literal
+            raw = words[i + 3: i + count].tobytes()
+            names.append(raw.split(b"\0", 1)[0].decode("utf-8", "replace"))
+        elif opcode == 54:   # OpFunction: the entry points are all declared before it
+            break
+        i += count
+    return names

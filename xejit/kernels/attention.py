@@ -119,11 +119,11 @@ _DG2 = {
     ("dkdv", "large"): [_c(16, 2, 2, 1)],
 }
 
-# The OpenCL CPU device: no DPAS (FMAs with subgroup shuffles, fully unrolled), so small tiles.
-# Its driver's build time grows fast with the rows per program (fp32 D=64 forward: 1 row 14 s,
-# 2 rows 22 s, 4 rows 35-68 s; dq 1 / 2 / 4 rows: 20 / 44 / 100 s; dk/dv 2 / 4 keys: 16 / 94 s,
-# on 2 loaded cores): the cheapest build comes first (taken untuned, XEJIT_ATTENTION_TUNE=0),
-# the autotuner times the others.
+# The OpenCL CPU device: no DPAS (FMAs over k loops, docs/compiler.md), so small tiles. Driver
+# builds, CPU seconds, fp32 D=64 (benchmarks/bench_build_time.py --only attention): forward
+# 2 / 4 / 8 / 1 rows 1.1 / 1.0 / 1.9 / 0.7; dq 1 / 2 / 4 rows 0.6 / 1.1 / 0.8; dk/dv 2 / 4 keys
+# 2.2 / 1.3 (4.6-11 s each when the k steps were unrolled); the first config is taken untuned
+# (XEJIT_ATTENTION_TUNE=0), the autotuner times the others.
 _GENERIC = {
     ("fwd", "small"): [_g(2, 16), _g(4, 16), _g(8, 16), _g(1, 16)],
     ("dq", "small"): [_g(1, 16), _g(2, 16), _g(4, 16)],
@@ -261,18 +261,18 @@ def _t(x):
 
 
 def compile_for(kind: str, target: str, D: int, dtype: str, config: Config, *, causal: bool = True,
-                B: int = 1, H: int = 8, G: int = 1, Sq: int = 1024, Sk: int = 1024):
+                B: int = 1, H: int = 8, G: int = 1, Sq: int = 1024, Sk: int = 1024, emulate: bool = False):
     """``kind`` ("fwd", "dq" or "dkdv") compiled for ``target`` with ``config`` (for the dk/dv
     kernel: BN is the key block, BM the query block), on arrays of the layouts ``xejit.attention``
     launches with; nothing is launched. The result's ``.device_binary`` is Intel's compiler's
-    build for GPU targets."""
+    build for GPU targets; ``emulate``: the GPU target's code for the CPU device instead."""
     BD = -(-D // 16) * 16
     Hkv = H // G
     q = _empty((B * H * Sq, D), dtype)
     k = _empty((B * Hkv * Sk, D), dtype)
     lse_c = _empty((Sq, -(-(B * H) // 4) * 4), "float32")
     qk_scale = LOG2E / D ** 0.5
-    opts = dict(BD=BD, CAUSAL=causal, **config.all_kwargs())
+    opts = dict(BD=BD, CAUSAL=causal, emulate=emulate, **config.all_kwargs())
     if kind == "fwd":
         o = _empty((Sq, B * H * BD), dtype)
         return attn_fwd_kernel.compile(q, _t(k), k, o, lse_c, Sq, Sk, H, G, qk_scale, TRIM=Sq <= Sk,

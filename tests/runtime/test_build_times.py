@@ -1,0 +1,44 @@
+"""The CPU device's driver builds the library's attention kernels and emulated GPU kernels in
+seconds (issue 15: no kernel a user can write makes them wait for minutes).
+
+Each kernel is compiled and built by the driver with no cached binary; the figure checked is the
+CPU time of the building thread (``program.build_stats``), not the elapsed time, so a loaded
+machine does not fail the test. The whole table is ``benchmarks/bench_build_time.py``."""
+from __future__ import annotations
+
+import pytest
+
+from tests.matmul.backend import requires_device
+from xejit.kernels import attention as ka
+from xejit.runtime import program
+
+GOAL_S = 5.0
+
+pytestmark = [pytest.mark.slow, requires_device]
+
+
+def _build_cpu_s(spv: bytes) -> float:
+    program.build_program(spv, cache=False)
+    return program.build_stats.spirv_builds[-1][1]
+
+
+ATTENTION = [(kind, i) for kind in ("fwd", "dq", "dkdv") for i in range(len(ka.configs_for("generic", kind, 64)))]
+
+
+@pytest.mark.parametrize("kind,i", ATTENTION)
+def test_attention_candidates_build_in_seconds(kind, i):
+    """Every generic candidate the autotuner may build (fp32, D=64, causal, as the tests call it)."""
+    cfg = ka.configs_for("generic", kind, 64)[i]
+    ck = ka.compile_for(kind, "generic", 64, "float32", cfg, causal=True, B=2, H=4, G=2, Sq=37, Sk=45)
+    assert _build_cpu_s(ck.spv) <= GOAL_S
+
+
+# Not yet within the goal, so not pinned here: the emulated pvc dk/dv (5.5 s of CPU) and fp16
+# GEMM 32x64x32 (5.8 s; 8.5 s before the emulated DPAS loop), everything emulated on dg2 (its
+# gathers, lower_xegpu.py) and the FMA fallback of examples/gemm.py under XEJIT_EMULATE=pvc.
+@pytest.mark.parametrize("kind", ["fwd", "dq"])
+def test_emulated_pvc_attention_builds_in_seconds(kind):
+    """DPAS emulated as a loop in one out-of-line function, 2D block IO as loops (emulation.py)."""
+    cfg = ka.configs_for("pvc", kind, 64)[0]
+    ck = ka.compile_for(kind, "pvc", 64, "float16", cfg, causal=True, B=2, H=4, G=2, Sq=37, Sk=45, emulate=True)
+    assert _build_cpu_s(ck.spv) <= GOAL_S
