@@ -9,6 +9,8 @@ import xejit.language as xl
 from xejit.ir import verify_module
 from xejit.ir.core import ArrayType
 
+from tests.language.kernels import matmul_kernel
+
 
 @xejit.kernel(interpret=True)
 def unrolled(x, y, N: xl.constexpr, REPS: xl.constexpr, SCALE: xl.constexpr):
@@ -42,7 +44,6 @@ def test_specialization_key_and_cache():
 
 
 def test_array_specialization_types():
-    from kernels import matmul_kernel
     a = np.zeros((64, 32), np.float32)
     b = torch.zeros((32, 64), dtype=torch.bfloat16).t().contiguous().t()
     mod = matmul_kernel.compile_ir(a.astype(np.float16), np.asfortranarray(a.T.astype(np.float16)),
@@ -55,7 +56,6 @@ def test_array_specialization_types():
 
 
 def test_ir_text_mirrors_rfc():
-    from kernels import matmul_kernel
     a = np.zeros((64, 64), np.float32)
     text = matmul_kernel.ir_text(a, a, a, 64, 64, 64, BM=32, BN=32, BK=16)
     for piece in ("xetile.init_tile %a", "-> !xetile.tile<32x16xf32>", "xetile.load_tile",
@@ -80,7 +80,6 @@ def test_wg_map_and_layout_in_ir():
 
 
 def test_parse_and_verify_gemm_is_fast():
-    from kernels import matmul_kernel
     a = np.zeros((64, 64), np.float32)
     times = []
     for _ in range(7):

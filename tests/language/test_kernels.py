@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import xejit
-from kernels import (gather_scatter_kernel, matmul_bias_relu, matmul_kernel, softmax_kernel,
+from tests.language.kernels import (gather_scatter_kernel, matmul_bias_relu, matmul_kernel, softmax_kernel,
                      splitk_kernel)
 
 RTOL = {np.float32: 1e-5, np.float16: 1e-2, "bf16": 1e-2}
