@@ -24,6 +24,8 @@ notebook) is honoured at the next compile or launch, and nothing is parsed twice
                           ``_REP_MS``)
 ``XEJIT_HOST_ARRAYS``     ``copy``: stage numpy / torch CPU arrays in USM memory even on a device
                           that reads host memory (default: passed by address, no copy)
+``XEJIT_BUILD_LOG``       a file that receives a JSON line per driver build (seconds, SPIR-V
+                          size, kernels, the running test): how build times are surveyed
 ========================  ===============================================================
 
 Flags are off when unset, empty, ``0``, ``false``, ``no`` or ``off`` (any case).
@@ -51,7 +53,7 @@ _NAMES = ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_DEVICE", "XEJIT_DEBUG", "XE
           "XEJIT_DUMP", "XEJIT_DEVICE_BUILD", "XEJIT_CACHE_DIR", "XEJIT_TOOLCHAIN_DIR", "XEJIT_OCLOC",
           "XEJIT_PRINT_AUTOTUNING", "XEJIT_VALIDATE", "XEJIT_MATMUL_TUNE", "XEJIT_MATMUL_TUNE_WARMUP_MS",
           "XEJIT_MATMUL_TUNE_REP_MS", "XEJIT_ATTENTION_TUNE", "XEJIT_ATTENTION_TUNE_WARMUP_MS",
-          "XEJIT_ATTENTION_TUNE_REP_MS", "XEJIT_HOST_ARRAYS")
+          "XEJIT_ATTENTION_TUNE_REP_MS", "XEJIT_HOST_ARRAYS", "XEJIT_BUILD_LOG")
 _OFF = ("", "0", "false", "no", "off")
 
 # CPython keeps os.environ's contents in a dict of encoded keys; reading it directly is a dict
@@ -113,6 +115,7 @@ class Options:
     attention_tune_warmup_ms: float = 10.0
     attention_tune_rep_ms: float = 40.0
     host_arrays: str | None = None
+    build_log: str | None = None
 
 
 def _ms(env: dict, name: str, default: float) -> float:
@@ -148,6 +151,7 @@ def _parse(values: tuple) -> Options:
         attention_tune_warmup_ms=_ms(env, "XEJIT_ATTENTION_TUNE_WARMUP_MS", defaults.attention_tune_warmup_ms),
         attention_tune_rep_ms=_ms(env, "XEJIT_ATTENTION_TUNE_REP_MS", defaults.attention_tune_rep_ms),
         host_arrays=_host_arrays(env["XEJIT_HOST_ARRAYS"]),
+        build_log=env["XEJIT_BUILD_LOG"] or None,
     )
 
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .. import options
 from ..codegen import spirv
 from ..errors import BuildError, LaunchError
 from .cache import default_cache, key_of
@@ -68,7 +69,7 @@ def _record_build(t: _Timer, spv: bytes) -> None:
     line (seconds, SPIR-V bytes and kernel names: how the suite's build times are surveyed)."""
     with _lock:
         build_stats.spirv_builds.append((t.wall, t.cpu, len(spv)))
-    path = os.environ.get("XEJIT_BUILD_LOG")
+    path = options.current().build_log
     if path:
         line = json.dumps({"build_s": round(t.wall, 3), "cpu_s": round(t.cpu, 3), "spv_bytes": len(spv),
                            "kernels": spirv.entry_points(spv),
