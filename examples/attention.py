@@ -15,6 +15,8 @@ import numpy as np
 
 import xejit
 import xejit.language as xl
+from xejit.codegen.targets import get_target
+from xejit.device_launch import resolve_target
 
 
 @xejit.kernel
@@ -53,21 +55,24 @@ def flash_attention(q, kt, v, o, S, qk_scale, BM: xl.constexpr, BN: xl.constexpr
     xl.store_tile(xl.init_tile(o, [m, xl.program_id(1) * D], [BM, D]), (acc / l_i).to(o.dtype))
 
 
-def main() -> None:
-    heads, S, D = 4, 100, 64
+def main(heads: int = 4, S: int = 100, D: int = 64) -> None:
+    # DPAS targets (also under XEJIT_EMULATE=pvc / dg2) need P re-blocked through SLM for the
+    # second tile_mma: its A operand must come from a load (or convert_layout), not from registers
+    target, _ = resolve_target()
+    dpas = get_target(target).has_dpas
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((heads, S, D)).astype(np.float32) for _ in range(3))
     o = np.full((S, heads * D), np.nan, np.float32)         # poisoned: every element must be written
     flash_attention[(xejit.cdiv(S, 4), heads)](
         q.reshape(-1, D), k.reshape(-1, D).T, v.reshape(-1, D), o, S, math.log2(math.e) / math.sqrt(D),
-        BM=4, BN=16, D=D, CAUSAL=True)
+        BM=4, BN=16, D=D, CAUSAL=True, DPAS=dpas)
     out = o.reshape(S, heads, D).transpose(1, 0, 2)
     s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 2, 1) / math.sqrt(D)
     s = np.where(np.tril(np.ones((S, S), bool)), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     ref = (p / p.sum(-1, keepdims=True)) @ v
     err = np.abs(out - ref).max() / np.abs(ref).max()
-    print(f"causal attention, {heads} heads x {S} x {D} f32, relative error vs numpy float64: {err:.2e}")
+    print(f"causal attention on {target}, {heads} heads x {S} x {D} f32, relative error vs numpy float64: {err:.2e}")
     assert err < 1e-5
     # the library version: xejit.attention(q, k, v, causal=True) (autotuned; torch autograd too)
 

@@ -42,6 +42,11 @@ CONFIGS = {
     "dg2": dict(BM=128, BN=128, BK=32, num_subgroups=16),
     "generic": dict(BM=6, BN=16, BK=16, num_subgroups=1),  # docs/compiler.md, "Generic target performance"
 }
+# Under XEJIT_EMULATE the GPU path runs on the OpenCL CPU device to prove results, not for speed:
+# its driver's build grows superlinearly with the tile per subgroup (fp32 on pvc, FMA fallback,
+# benchmarks/bench_build_time.py --only examples: 256x256x32 / 32 subgroups 27 s CPU, 64x64x16 / 4
+# 4.8 s, 32x32x16 / 4 1.2 s), so the emulated run takes a small tile of the same code path.
+EMULATED = dict(BM=32, BN=32, BK=16, num_subgroups=4)
 
 
 def main() -> None:
@@ -54,7 +59,7 @@ def main() -> None:
     interpret = options.current().interpret
     dev = default_device()
     target, emulated = resolve_target(dev)        # XEJIT_EMULATE=pvc compiles pvc's code for the CPU device
-    cfg = CONFIGS[target]
+    cfg = EMULATED if emulated else CONFIGS[target]
     rng = np.random.default_rng(0)
     # USM arrays: numpy arrays the device reads and writes without copies.
     a = usm.asarray(rng.standard_normal((M, K)).astype(np.float32))

@@ -1526,7 +1526,12 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
 
     def software_mma(self, op: Operation) -> None:
         """C + A @ B in f32 FMAs: A's elements broadcast with subgroup shuffles from the lanes
-        its block layout puts them in (lane k + w*(m % r), component m // r, r = S / w)."""
+        its block layout puts them in (lane k + w*(m % r), component m // r, r = S / w).
+
+        The k steps are an LLVM loop (the M accumulators its phis, B's row k read with a run-time
+        extract): unrolled, a 256x256 fp32 workgroup tile on pvc was 4096 shuffles + FMAs per k
+        step and the CPU driver built it for minutes (examples/gemm.py); Intel's compiler still
+        unrolls a loop of constant trip count where it pays."""
         b = self.b
         a_t: VectorType = op.operands[0].type
         m_, k_ = a_t.shape
@@ -1534,23 +1539,45 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         if k_ > self.sg or n_ != self.sg:
             raise self.err(op, f"software multiply-accumulate needs K <= {self.sg} and N = {self.sg}")
         a = self._elems(self.value(op.operands[0]))
-        bcol = self._elems(self.value(op.operands[1]))          # this lane's column n, rows k
+        bvec = self.value(op.operands[1])                        # this lane's column n, rows k
         if len(op.operands) == 3:
             acc = self._elems(self.value(op.operands[2]))
         else:
             acc = [F32(0.0)] * m_
-        if op.attributes.get("input_precision") == "tf32":   # same rounding as the interpreter
-            a, bcol = ([self.round_tf32(x) for x in xs] for xs in (a, bcol))
+        tf32 = op.attributes.get("input_precision") == "tf32"   # same rounding as the interpreter
+        if tf32:
+            a = [self.round_tf32(x) for x in a]
         rpg = self.sg // k_
         fma = self.module.globals.get("llvm.fma.f32") or ir.Function(
             self.module, ir.FunctionType(F32, [F32, F32, F32]), "llvm.fma.f32")
-        out = []
-        for m in range(m_):
-            c = acc[m]
-            for k in range(k_):
-                x = bi.shuffle(b, a[m // rpg], I32(k + k_ * (m % rpg)), "f32")
-                c = b.call(fma, [x, bcol[k], c])
-            out.append(c)
+
+        def step(k: ir.Value, bk: ir.Value, cs: list) -> list:
+            bk = self.round_tf32(bk) if tf32 else bk
+            return [b.call(fma, [bi.shuffle(b, a[m // rpg], b.add(k, I32(k_ * (m % rpg))) if m % rpg else k, "f32"),
+                                 bk, cs[m]]) for m in range(m_)]
+
+        if k_ == 1:
+            out = step(I32(0), bvec, acc)
+        else:
+            pre, fn = b.block, b.function
+            body = fn.append_basic_block("fma.k")
+            done = fn.append_basic_block("fma.done")
+            b.branch(body)
+            b.position_at_end(body)
+            k = b.phi(I32)
+            k.add_incoming(I32(0), pre)
+            cs = []
+            for c in acc:
+                phi = b.phi(F32)
+                phi.add_incoming(c, pre)
+                cs.append(phi)
+            out = step(k, b.extract_element(bvec, k), cs)
+            nxt = b.add(k, I32(1))
+            k.add_incoming(nxt, b.block)
+            for phi, c in zip(cs, out):
+                phi.add_incoming(c, b.block)
+            b.cbranch(b.icmp_signed("<", nxt, I32(k_)), body, done)
+            b.position_at_end(done)
         if m_ == 1:
             self.env[id(op.result)] = out[0]
             return
