@@ -293,6 +293,32 @@ def test_decode_configs_reach_four_instructions_per_dpas(target):
         assert bin_.hot_loop.dpas == 8 and bin_.hot_loop.per_dpas <= 4.0, f"{cfg}: {bin_.hot_loop_text()}"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["pvc", "bmg"])
+@pytest.mark.parametrize("dtype", ["f16", "i8", "f32"])
+def test_resource_model_agrees_with_intels_compiler_on_every_config(target, dtype):
+    """Every config of the library GEMM's space, fp16 / int8 / fp32 on FMA (4096^3): the autotuner's
+    resource model lets through exactly the configs Intel's compiler builds without spill (~1-3
+    minutes per case on a cold cache)."""
+    from xejit.autotuner import estimate_gemm
+    np_t, acc_t, acc = {"f16": (F16, np.float32, f32), "i8": (np.int8, np.int32, i32),
+                        "f32": (np.float32, np.float32, f32)}[dtype]
+    a, b, c, M, N, K = _gemm_args(np_t, acc=acc_t)
+    wrong = []
+    for cfg in configs_for(target):
+        kw = cfg.kwargs
+        est = estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc)
+        if dtype == "i8" and kw["BK"] % 32:
+            assert est["problems"], cfg     # not a multiple of int8's DPAS K: never built
+            continue
+        ck = gemm_kernel.compile(a, b, a, c, M, N, K, target=target, ACC=acc, **kw, num_subgroups=cfg.num_subgroups,
+                                 num_stages=cfg.num_stages, grf_mode=cfg.grf_mode)
+        spill = ck.device_binary.spill_bytes
+        if bool(est["problems"]) != (spill > 0):
+            wrong.append(f"{cfg}: model {est['problems'] or 'fits'}, compiler spill {spill} B")
+    assert not wrong, "\n".join(wrong)
+
+
 @pytest.mark.parametrize("target", ["pvc", "bmg"])
 def test_int8_configs_fit_and_reach_two_instructions_per_dpas(target):
     """The 8-bit configs (BK=128: 32 DPAS per k-step of a 32x32 subgroup tile) build without spill
