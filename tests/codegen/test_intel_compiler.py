@@ -279,18 +279,25 @@ def test_library_pick_for_4096_cubed_is_spill_free_and_dense(target, dtype, monk
 
 @pytest.mark.parametrize("target", ["pvc", "bmg"])
 def test_decode_configs_reach_four_instructions_per_dpas(target):
-    """The decode-shape configs (BM=8: 8x32 subgroup tiles, 8 DPAS per k-step) build without
-    spill or private memory within 4 instructions per DPAS: pvc 3.88, bmg 3.25 (8x16 tiles were
-    pvc 6.5-8.75, bmg 5.5-7.75; decode's 8-row A tile is not prefetched: MIN_PREFETCH_ROWS)."""
-    a, b, c, M, N, K = _gemm_args(M=8)
+    """The decode-shape configs (BM=8) build without spill or private memory within 4 instructions
+    per DPAS for fp16: 8x32 subgroup tiles (8 DPAS per k-step) pvc 3.88, bmg 3.25; 8x64 tiles in
+    the large register file pvc 2.88, bmg 2.62 (8x16 tiles were pvc 6.5-8.75, bmg 5.5-7.75;
+    decode's 8-row A tile is not prefetched: MIN_PREFETCH_ROWS). int8 reaches it on the 8x64
+    tile (pvc 3.5, bmg 2.88; its 8x32 tiles feed 4 DPAS per k-step: pvc 5.5, bmg 4.5)."""
     decode = [cfg for cfg in configs_for(target) if cfg.kwargs["BM"] == 8]
-    assert len(decode) == 2
-    for cfg in decode:
-        ck = gemm_kernel.compile(a, b, a, c, M, N, K, target=target, **cfg.kwargs, num_subgroups=cfg.num_subgroups,
-                                 num_stages=cfg.num_stages, grf_mode=cfg.grf_mode)
-        bin_ = ck.device_binary
-        assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, f"{cfg}: {bin_.summary()}"
-        assert bin_.hot_loop.dpas == 8 and bin_.hot_loop.per_dpas <= 4.0, f"{cfg}: {bin_.hot_loop_text()}"
+    assert len(decode) == 3
+    for dtype, acc_t, acc, k in [(F16, np.float32, f32, 16), (np.int8, np.int32, i32, 32)]:
+        a, b, c, M, N, K = _gemm_args(dtype, M=8, acc=acc_t)
+        for cfg in decode:
+            sn = cfg.kwargs["BN"] // cfg.num_subgroups
+            if dtype is np.int8 and sn < 64:
+                continue
+            ck = gemm_kernel.compile(a, b, a, c, M, N, K, target=target, ACC=acc, **cfg.kwargs,
+                                     num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages, grf_mode=cfg.grf_mode)
+            bin_ = ck.device_binary
+            assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, f"{cfg}: {bin_.summary()}"
+            dpas = (sn // 16) * (cfg.kwargs["BK"] // k)
+            assert bin_.hot_loop.dpas == dpas and bin_.hot_loop.per_dpas <= 4.0, f"{cfg}: {bin_.hot_loop_text()}"
 
 
 @pytest.mark.slow
