@@ -67,7 +67,8 @@ def one(job: tuple) -> dict:
         kw.update(PRECISION="tf32")
     row = {"target": target, "dtype": dtype, "variant": variant, "config": f"{kw['BM']}x{kw['BN']}x{kw['BK']}/{cfg.num_subgroups}sg",
            "grf_mode": cfg.grf_mode, "num_stages": cfg.num_stages}
-    est = estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc)
+    est = estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc,
+                        kw.get("PRECISION"))
     row["static"] = "; ".join(est["problems"]) or "fits"
     row["sg_tile"] = est["sg_tile"]
     try:

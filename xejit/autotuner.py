@@ -172,13 +172,15 @@ def _subgroup_layouts(n: int) -> Iterable[tuple[int, int]]:
 
 
 def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
-                  a_type: Any, b_type: Any, c_type: Any, acc_type: Any) -> dict[str, Any]:
+                  a_type: Any, b_type: Any, c_type: Any, acc_type: Any,
+                  precision: str | None = None) -> dict[str, Any]:
     """Per-subgroup resources of a BM x BN x BK GEMM workgroup tile on ``target``.
 
     The subgroup layout is the split of ``num_subgroups`` over (M, N) that divides the tile and
     needs the fewest bytes; a subgroup holds its accumulator block and one k-step of its A and B
     operand blocks in registers (32 rows of K of 16/32-bit operands on targets with 2D block IO).
-    Returns ``{"sg_layout", "sg_tile", "bytes", "registers", "register_limit", "slm_bytes",
+    ``precision`` is the GEMM's ``input_precision``: fp32 operands go through DPAS (as tf32) only
+    with ``"tf32"``, else they run on FMA. Returns ``{"sg_layout", "sg_tile", "bytes", "registers", "register_limit", "slm_bytes",
     "problems": [reasons the config cannot fit]}``.
     """
     t = get_target(target) if isinstance(target, str) else target
@@ -190,14 +192,21 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     # before, so about 32 rows of K of A and B are live, not the whole BK (measured with
     # benchmarks/bench_device_code.py, pvc and bmg: fp16/bf16 32x32 tiles BK=128 and 32x64 BK=64,
     # tf32 32x32 BK=64 and 128 build with 0 spill; tf32 32x64 BK=32 spills 13 KB). 8-bit operands
-    # (int8 32x64 BK=64 spills) and targets without block IO keep the whole k-step.
-    kl = min(BK, 32) if t.block_io is not None and a_t.bitwidth in (16, 32) else BK
+    # (int8 32x64 BK=64 spills) and targets without block IO keep the whole k-step, and so does
+    # fp32 on FMA (pvc and bmg, BK=64: 32x32 subgroup tiles spill 6-10 KB, 8x32 tiles 2.7 KB; BK=32
+    # builds with 0 spill). 8-bit operands with 2D block IO hold one 32-deep slice of A and B more
+    # (calibrated on Intel's compiler, benchmarks/bench_device_code.py: int8 64x32 tiles BK=64, 224
+    # registers by the k-step alone, spill 192 B on pvc, 6.7 KB on bmg; 32x32 BK=128 and 64x32
+    # BK=32 build with 0 spill).
+    fma = a_t.name == "f32" and precision != "tf32"
+    kl = min(BK, 32) if t.block_io is not None and a_t.bitwidth in (16, 32) and not fma else BK
+    ahead = min(BK, 32) if t.block_io is not None and a_t.bitwidth == 8 else 0
     best = None
     for sgm, sgn in _subgroup_layouts(nsg):
         if BM % sgm or BN % sgn:
             continue
         sm, sn = BM // sgm, BN // sgn
-        parts = (sm * sn * acc_t.itemsize, sm * kl * a_t.itemsize, kl * sn * b_t.itemsize)
+        parts = (sm * sn * acc_t.itemsize, sm * (kl + ahead) * a_t.itemsize, (kl + ahead) * sn * b_t.itemsize)
         if best is None or sum(parts) < sum(best[2]):
             best = ((sgm, sgn), (sm, sn), parts)
     out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
@@ -224,8 +233,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         if regs > limit:
             acc_r, a_r, b_r = (math.ceil(p / rf.bytes_each) for p in parts)
             problems.append(
-                f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{kl}: "
-                f"{a_r}, B {kl}x{sn}: {b_r}) but {t.name} leaves {limit} for tile data in grf_mode "
+                f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{kl + ahead}: "
+                f"{a_r}, B {kl + ahead}x{sn}: {b_r}) but {t.name} leaves {limit} for tile data in grf_mode "
                 f"{grf_mode!r} ({large or rf.count} less {rf.reserved} the compiler needs)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)
@@ -255,13 +264,13 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
 
 
 def gemm_resources(a: str = "a", b: str = "b", c: str = "c", BM: str = "BM", BN: str = "BN",
-                   BK: str = "BK", acc: str = "ACC") -> Callable[..., list[str]]:
+                   BK: str = "BK", acc: str = "ACC", precision: str = "PRECISION") -> Callable[..., list[str]]:
     """A ``resources`` model for GEMM-like kernels: the names of the A, B, C array arguments and
     of the tile-size and accumulator-type constexprs. See :func:`estimate_gemm`."""
     def model(config: Config, named: dict[str, Any], target: Any) -> list[str]:
         kw = {**named, **config.kwargs}
         est = estimate_gemm(target, kw[BM], kw[BN], kw[BK], config.num_subgroups, config.grf_mode,
-                            named[a], named[b], named[c], kw.get(acc) or f32)
+                            named[a], named[b], named[c], kw.get(acc) or f32, kw.get(precision))
         return est["problems"]
     model.__name__ = "gemm_resources"
     return model

@@ -206,6 +206,26 @@ def test_config_spaces_fit_their_targets_for_bf16(target):
             assert est["problems"] == [], (c, est)
 
 
+@pytest.mark.parametrize("target", ["pvc", "bmg"])
+def test_model_prunes_what_intels_compiler_spills(target):
+    """Configs Intel's compiler spills but a per-k-step byte count passed (bench_device_code.py,
+    4096^3): int8 64x32 subgroup tiles with BK=64 (192 B on pvc, 6.7 KB on bmg) and fp32 on FMA
+    with BK >= 64 (2.7-30 KB); their neighbours that build with 0 spill still fit."""
+    def problems(bm, bn, bk, nsg, grf, op, acc, precision=None):
+        return estimate_gemm(target, bm, bn, bk, nsg, grf, op, op, acc, acc, precision)["problems"]
+    assert problems(256, 256, 64, 32, "256", i8, i32)                  # spills
+    assert not problems(256, 256, 32, 32, "256", i8, i32)              # 0 spill
+    assert not problems(128, 128, 128, 16, "256", i8, i32)
+    assert not problems(8, 512, 64, 8, "256", i8, i32)
+    for bm, bn, bk, nsg, grf in [(128, 128, 64, 16, "256"), (256, 128, 128, 32, "256"), (8, 512, 64, 16, "default"),
+                                 (8, 512, 64, 8, "256")]:
+        assert problems(bm, bn, bk, nsg, grf, f32, f32), (bm, bn, bk)   # FMA: spills
+        if bk == 64 and bm > 8:
+            assert not problems(bm, bn, bk, nsg, grf, f32, f32, "tf32")  # DPAS: 0 spill
+    assert not problems(128, 128, 32, 16, "256", f32, f32)             # FMA BK=32: 0 spill
+    assert not problems(256, 256, 64, 32, "256", bf16, f32)            # the 16-bit pick
+
+
 def test_pvc_space_has_the_large_tile():
     assert Config({"BM": 256, "BN": 256, "BK": 32}, num_subgroups=32, num_stages=3,
                   grf_mode="256") in CONFIGS["pvc"]

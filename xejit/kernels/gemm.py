@@ -180,6 +180,10 @@ _XE_CONFIGS = [
     # pvc 6.5 / 8.75, bmg 5.5 / 7.75: two A loads, two B loads and a prefetch feed 4 DPAS there)
     _c(8, 512, 64, 16, 3),
     _c(8, 256, 64, 8, 3),
+    # 8x64 subgroup tiles (16 fp16 / 8 int8 DPAS per k-step; one VNNI load of two blocks per 32
+    # rows of B): pvc fp16 2.88, int8 3.5, bmg 2.62 / 2.88 instructions per DPAS; they spill
+    # 3.8-6.4 KB in the default register file. BK=128 with 8x32 tiles: int8 pvc 4.62, bmg 4.0.
+    _c(8, 512, 64, 8, 3, "256"),
     _c(16, 256, 32, 16, 3),    # BK=64 here spilled 6.9 KB in the boundary-tile copy of the k-loop
     _c(32, 256, 32, 16, 3),
 ]

@@ -67,6 +67,7 @@ SLOW = [
     ("dg2", "i8", (1, 8, 64), (1, 8, 32), False, False),             # DPAS M = 1
     ("pvc", "i8", (32, 32, 256), (32, 32, 128), False, False),       # int8's BK=128 configs (137 s)
     ("pvc", "f16", (40, 32, 200), (32, 32, 64), False, False),       # 32x32 tiles, BK=64, K tail (93 s)
+    ("pvc", "i8", (5, 80, 128), (8, 64, 64), False, False),          # the 8x64 decode tile, M / N edges
 ]
 
 
