@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 import array
+import atexit
 import os
 import re
 import shutil
@@ -93,6 +94,21 @@ class _Emitter:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
 
+    def close(self) -> None:
+        """Stop this process's worker (at exit: it ends on EOF; a live child at exit is a
+        ResourceWarning, and a worker left to the OS outlives nothing useful)."""
+        proc = self._proc if self._pid == os.getpid() else None
+        self._proc = None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=1)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+
     def emit(self, ir_text: str, ext: tuple[str, ...]) -> bytes:
         """The SPIR-V of ``ir_text`` (see ``_emitter.py``)."""
         return self.request(ir_text, ext)[1:]
@@ -119,6 +135,7 @@ class _Emitter:
 
 
 _emitter = _Emitter()
+atexit.register(_emitter.close)
 
 
 def prestart_emitter() -> None:
