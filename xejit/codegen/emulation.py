@@ -43,6 +43,7 @@ from typing import Callable, Optional
 from llvmlite import ir
 
 from . import builtins as bi
+from .lowering_base import counted_loop
 from .targets import Target, check_block_shape
 
 __all__ = [
@@ -343,45 +344,33 @@ def _emu_dpas(fn: ir.Function, v: DpasVariant) -> None:
     a_vals = [_to_i32(bld, x) for x in _elements(bld, a, v.a_len)]
     b_vec = b if isinstance(b.type, ir.VectorType) else None
     c_vals = _elements(bld, c, v.m)
-    body, done = fn.append_basic_block("k"), fn.append_basic_block("done")
-    bld.branch(body)
-    bld.position_at_end(body)
-    k = bld.phi(I32, name="k")
-    k.add_incoming(I32(0), entry)
-    accs = []
-    for x in c_vals:
-        p = bld.phi(x.type)
-        p.add_incoming(x, entry)
-        accs.append(p)
-    # B: this lane's column, K rows; 16-bit and smaller elements VNNI-packed in 32-bit values.
-    if eb == 32:
-        word = _to_i32(bld, bld.extract_element(b_vec, k) if b_vec is not None else b)
-        col = _decode(bld, word, v.b_ty)
-    else:
-        per = 32 // eb
-        word = bld.extract_element(b_vec, bld.udiv(k, I32(per)))
-        col = _decode(bld, bld.lshr(word, bld.mul(bld.urem(k, I32(per)), I32(eb))), v.b_ty)
-    out = []
-    for m in range(v.m):
-        # A: element (m, k) lives in lane/component/bit offset given by the spec's three cases.
-        if v.a_rows_split > 1:          # K < N: lane k + K*(m % r) holds row m in component m // r
-            lane, comp, shift = bld.add(k, I32(v.k * (m % v.a_rows_split))), m // v.a_rows_split, None
-        else:                           # K >= N: lane k // p holds columns packed low to high
-            lane, comp = (bld.udiv(k, I32(v.a_pack)) if v.a_pack > 1 else k), m
-            shift = bld.mul(bld.urem(k, I32(v.a_pack)), I32(eb)) if v.a_pack > 1 else None
-        word = bi.shuffle(bld, a_vals[comp], lane, kind="i32")
-        x = _decode(bld, bld.lshr(word, shift) if shift is not None else word, v.a_ty)
-        if v.acc_ty == "f32":
-            out.append(_fma(bld, x, col, accs[m]))
+
+    def step(k: ir.Value, accs: list) -> list:
+        # B: this lane's column, K rows; 16-bit and smaller elements VNNI-packed in 32-bit values.
+        if eb == 32:
+            word = _to_i32(bld, bld.extract_element(b_vec, k) if b_vec is not None else b)
+            col = _decode(bld, word, v.b_ty)
         else:
-            out.append(bld.add(accs[m], bld.mul(x, col)))
-    nxt = bld.add(k, I32(1))
-    latch = bld.block
-    k.add_incoming(nxt, latch)
-    for p, x in zip(accs, out):
-        p.add_incoming(x, latch)
-    bld.cbranch(bld.icmp_unsigned("<", nxt, I32(v.k)), body, done)
-    bld.position_at_end(done)
+            per = 32 // eb
+            word = bld.extract_element(b_vec, bld.udiv(k, I32(per)))
+            col = _decode(bld, bld.lshr(word, bld.mul(bld.urem(k, I32(per)), I32(eb))), v.b_ty)
+        out = []
+        for m in range(v.m):
+            # A: element (m, k) lives in lane/component/bit offset given by the spec's three cases.
+            if v.a_rows_split > 1:          # K < N: lane k + K*(m % r) holds row m in component m // r
+                lane, comp, shift = bld.add(k, I32(v.k * (m % v.a_rows_split))), m // v.a_rows_split, None
+            else:                           # K >= N: lane k // p holds columns packed low to high
+                lane, comp = (bld.udiv(k, I32(v.a_pack)) if v.a_pack > 1 else k), m
+                shift = bld.mul(bld.urem(k, I32(v.a_pack)), I32(eb)) if v.a_pack > 1 else None
+            word = bi.shuffle(bld, a_vals[comp], lane, kind="i32")
+            x = _decode(bld, bld.lshr(word, shift) if shift is not None else word, v.a_ty)
+            if v.acc_ty == "f32":
+                out.append(_fma(bld, x, col, accs[m]))
+            else:
+                out.append(bld.add(accs[m], bld.mul(x, col)))
+        return out
+
+    out = counted_loop(bld, v.k, c_vals, step, name="k")
     if v.m == 1:
         bld.ret(out[0])
         return

@@ -21,7 +21,7 @@ from ..ir.core import (ArrayType, Function, Operation, ScalarType, TileType,
 from . import bounds_debug
 from . import builtins as bi
 from .abi import ADDRESS_KINDS, POINTER_KINDS, kernel_abi
-from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
+from .lowering_base import (LoweringBase, array_span, counted_loop, float_to_int, floor_divide, in_span,
                             int_to_bool, join_phis, reg_type, safe_int_division, wrap_signed)
 from .passes.common import WRITES, CompilerError, written_arrays
 
@@ -1058,39 +1058,23 @@ class GenericLowering(LoweringBase):
         ``masked=False``: the tiles are known in bounds (plain loads). A may also be a Vec of one
         column group (read with a shuffle from lane k)."""
         b = self.b
-        pre = b.block
-        loop = b.append_basic_block("mma_edge")
-        done = b.append_basic_block("mma_edge_done")
-        b.branch(loop)
-        b.position_at_end(loop)
-        kk = b.phi(I64, name="k")
-        kk.add_incoming(I64(0), pre)
-        phis = []
-        for row in acc:
-            prow = []
-            for x in row:
-                p = b.phi(x.type)
-                p.add_incoming(x, pre)
-                prow.append(p)
-            phis.append(prow)
         C = B.shape[1]
-        bk = [prep(self._masked_load(B, kk, self.col_index(C, g), masked), B.dtype) for g in range(G)]
-        new = []
-        for m in range(M):
-            if isinstance(A, LazyTile):
-                a = prep(self._masked_load(A, I64(m), kk, masked), A.dtype)
-            else:
-                a = self.shuffle(prep(A.regs[m][0], A.dtype), b.trunc(kk, I32))
-            new.append([b.add(phis[m][g], b.mul(a, bk[g])) if isint else self.fma(a, bk[g], phis[m][g])
-                        for g in range(G)])
-        nxt = b.add(kk, I64(1))
-        latch = b.block
-        kk.add_incoming(nxt, latch)
-        for prow, nrow in zip(phis, new):
-            for p, v in zip(prow, nrow):
-                p.add_incoming(v, latch)
-        b.cbranch(b.icmp_signed("<", nxt, I64(K)), loop, done)
-        b.position_at_end(done)
+
+        def step(kk: ir.Value, flat: list) -> list:
+            bk = [prep(self._masked_load(B, kk, self.col_index(C, g), masked), B.dtype) for g in range(G)]
+            new = []
+            for m in range(M):
+                if isinstance(A, LazyTile):
+                    a = prep(self._masked_load(A, I64(m), kk, masked), A.dtype)
+                else:
+                    a = self.shuffle(prep(A.regs[m][0], A.dtype), b.trunc(kk, I32))
+                acc_m = flat[m * G:(m + 1) * G]
+                new += [b.add(acc_m[g], b.mul(a, bk[g])) if isint else self.fma(a, bk[g], acc_m[g])
+                        for g in range(G)]
+            return new
+
+        flat = counted_loop(b, K, [x for row in acc for x in row], step, ty=I64, name="mma_edge")
+        new = [flat[m * G:(m + 1) * G] for m in range(M)]
         self.count("GEMM boundary path: k loop (masked loads)" if masked else "GEMM in-bounds path: k loop (gathered B rows)")
         return new
 

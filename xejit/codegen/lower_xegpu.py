@@ -75,7 +75,7 @@ from .abi import kernel_abi
 from .block_reads import BlockReads, Words, words_count
 from .slm_staging import SlmStaging
 from .transposed_dpas import TLoad, TransposedDpas, TSlice
-from .lowering_base import (LoweringBase, array_span, float_to_int, floor_divide, in_span,
+from .lowering_base import (LoweringBase, array_span, counted_loop, float_to_int, floor_divide, in_span,
                             int_to_bool, join_phis, safe_int_division)
 from .passes import blocking, lane_distribution
 from .passes.common import CompilerError, written_arrays
@@ -1559,25 +1559,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         if k_ == 1:
             out = step(I32(0), bvec, acc)
         else:
-            pre, fn = b.block, b.function
-            body = fn.append_basic_block("fma.k")
-            done = fn.append_basic_block("fma.done")
-            b.branch(body)
-            b.position_at_end(body)
-            k = b.phi(I32)
-            k.add_incoming(I32(0), pre)
-            cs = []
-            for c in acc:
-                phi = b.phi(F32)
-                phi.add_incoming(c, pre)
-                cs.append(phi)
-            out = step(k, b.extract_element(bvec, k), cs)
-            nxt = b.add(k, I32(1))
-            k.add_incoming(nxt, b.block)
-            for phi, c in zip(cs, out):
-                phi.add_incoming(c, b.block)
-            b.cbranch(b.icmp_signed("<", nxt, I32(k_)), body, done)
-            b.position_at_end(done)
+            out = counted_loop(b, k_, acc, lambda k, cs: step(k, b.extract_element(bvec, k), cs), name="fma.k")
         if m_ == 1:
             self.env[id(op.result)] = out[0]
             return

@@ -48,6 +48,33 @@ def join_phis(b: ir.IRBuilder, a: list, a_block: ir.Block, other: list, other_bl
     return out
 
 
+def counted_loop(b: ir.IRBuilder, n: int, init: list, body, ty: ir.IntType = I32, name: str = "loop") -> list:
+    """``for k in range(n)`` (``n >= 1``) as an LLVM loop with one block per step, carrying the
+    values ``init``: ``body(k, values)`` emits a step and returns the next values (same types);
+    returns the values after the loop, with the builder after it."""
+    pre = b.block
+    loop = b.function.append_basic_block(name)
+    done = b.function.append_basic_block(name + ".done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    k = b.phi(ty, name="k")
+    k.add_incoming(ty(0), pre)
+    phis = []
+    for v in init:
+        phi = b.phi(v.type)
+        phi.add_incoming(v, pre)
+        phis.append(phi)
+    out = body(k, phis)
+    nxt = b.add(k, ty(1))
+    latch = b.block
+    k.add_incoming(nxt, latch)
+    for phi, v in zip(phis, out, strict=True):
+        phi.add_incoming(v, latch)
+    b.cbranch(b.icmp_unsigned("<", nxt, ty(n)), loop, done)
+    b.position_at_end(done)
+    return out
+
+
 def reg_type(t: ScalarType) -> ir.Type:
     """The register type of an element: floats are held as f32, ints in their width."""
     if t.is_float:
