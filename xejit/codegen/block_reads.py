@@ -69,14 +69,36 @@ class BlockReads:
 
     def block_read_kind(self, t, mode: str) -> Optional[str]:
         """'rows32' when a block row is exactly one 32-bit word per lane (A, C, plain loads),
-        'vnni' when a row is one element per lane and rows are packed into words (B)."""
+        'vnni' when a row is one element per lane and rows are packed into words (B), 'lanerow'
+        when lane l takes row l whole (a column-major B block loaded transposed as VNNI words:
+        its K pairs are adjacent in memory, so the DPAS operand is the row's 8 words as read)."""
         h, w = t.shape
         eb = t.dtype.bitwidth // 8
         if mode == "plain" and w * eb == 4 * self.sg:
             return "rows32"
         if mode == "packed" and w == self.sg and eb in (1, 2):
             return "vnni"
+        if mode == "tpacked" and h == self.sg and w * eb == 32 and eb in (1, 2):
+            return "lanerow"
         return None
+
+    def lane_row_read(self, td, t, count: int) -> list:
+        """The words of each array block of a 'lanerow' load, all in bounds (the fast k-loop):
+        lane l's row ``row + l``, 8 words, one per-lane vector load per array block (the
+        uniform ``row * s0 + col`` and the lane's loop-invariant ``l * s0`` added apart)."""
+        b = self.b
+        w = t.shape[1]
+        ety = ir.IntType(t.dtype.bitwidth)
+        lane_off = b.mul(b.zext(self.lane, I64), td.s0)
+        out = []
+        for a in range(count):
+            off = b.add(b.add(b.mul(td.row, td.s0), b.add(td.col, I64(a * w))), lane_off)
+            ptr = b.bitcast(b.gep(td.arr.ptr, [off], inbounds=True, source_etype=ety),
+                            ir.PointerType(ir.VectorType(I32, 8), addrspace=1))
+            v = b.load(ptr, typ=ir.VectorType(I32, 8))
+            v.align = 4
+            out.append([b.extract_element(v, I32(i)) for i in range(8)])
+        return out
 
     def block_read_ok(self, td, t, count: int) -> ir.Value:
         """The whole block (all array blocks) lies in the view and every row starts 4-byte aligned."""
@@ -128,18 +150,25 @@ class BlockReads:
             j += k
         return out
 
-    def block_read_words(self, td, t, rtypes, mode: str, pad=None, gather: bool = False) -> list:
+    def block_read_words(self, td, t, rtypes, mode: str, pad=None, gather: bool = False,
+                         per_block: bool = False) -> list:
         """The :class:`Words` of each array block of a block-read load. With ``pad`` (a block
         that may leave the view) each row is read by one block read when it lies in the view
         and is 4-byte aligned, else element by element with bounds checks (``pad`` outside):
         a uniform branch per row, so boundary tiles still read their inner rows as blocks and
         only a row's elements are live in the per-element code. ``gather``: every row element
-        by element (with ``pad``), no block read and no branch."""
+        by element (with ``pad``), no block read and no branch. ``per_block``: a read per row and
+        array block (DPAS A operands: a read of a row's two blocks lands in two registers that
+        Intel's compiler then moved one by one into the two operands, 16 moves a k-step)."""
         b = self.b
         h, w = t.shape
         count = len(rtypes)
         eb = t.dtype.bitwidth // 8
         kind = self.block_read_kind(t, mode)
+        if kind == "lanerow":
+            if pad is not None or gather:
+                raise ValueError("internal: a lanerow load is read whole (the fast k-loop only)")
+            return [Words(ws, rt) for ws, rt in zip(self.lane_row_read(td, t, count), rtypes)]
         bits = 32 if kind == "rows32" else 8 * eb
         # row r at (row*s0 + col) + r*s0: one product per load, r*s0 loop-invariant (a chain of
         # adds row to row measured 482 instead of 308 k-loop instructions, fp16 128x64x32/32sg)
@@ -152,6 +181,10 @@ class BlockReads:
         def read_row(r: int) -> list:
             if gather:
                 return self._gather_row(td, t, count, b.add(td.row, I64(r)), kind, pad)
+            if pad is None and per_block and kind == "rows32":
+                p = row_ptr(r)
+                return [self._read(b.gep(p, [I64(a * w)], source_etype=ir.IntType(8 * eb)) if a else p, bits, 1)[0]
+                        for a in range(count)]
             if pad is None:
                 return self._read(row_ptr(r), bits, count)
             row, p = b.add(td.row, I64(r)), row_ptr(r)

@@ -201,6 +201,15 @@ class Deferred:
     read: Callable[[], Any]
 
 
+def load_mode(op: Operation) -> str:
+    """How an ``xegpu.load_nd`` lays its block out: ``tpacked`` (transposed as 32-bit words:
+    VNNI of a transposed block), ``transpose``, ``packed`` (VNNI) or ``plain``."""
+    t = op.operands[0].type
+    if op.attributes.get("transpose") is not None:
+        return "tpacked" if op.attributes.get("transpose_bit_width") == 32 and t.dtype.bitwidth < 32 else "transpose"
+    return "packed" if op.attributes.get("packed") else "plain"
+
+
 def _i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     """An i64 coordinate as i32 (a constant stays a constant)."""
     if isinstance(v, ir.Constant) and isinstance(v.constant, int):
@@ -921,16 +930,14 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         td: TD = self.env[id(op.operands[0])]
         t = td.type
         h, w = t.shape
-        packed = bool(op.attributes.get("packed"))
-        transpose = op.attributes.get("transpose") is not None
-        tbw = op.attributes.get("transpose_bit_width")
         pad_v = op.attributes.get("padding", 0)
         pad = _const(t.dtype, pad_v)
         rtypes = [r.type for r in op.results]
-        mode = "tpacked" if transpose and tbw == 32 and t.dtype.bitwidth < 32 else \
-            "transpose" if transpose else "packed" if packed else "plain"
+        mode = load_mode(op)
         b = self.b
-        if self.target.block_io is None and self.block_read_kind(t, mode) is not None:
+        kind = self.block_read_kind(t, mode) if self.target.block_io is None else None
+        if kind is not None and (kind != "lanerow" or td.reads_in_bounds):
+            # (a lanerow load outside the fast k-loop: gathered in code below)
             self.load_by_block_reads(op, td, t, rtypes, mode, pad)
             return
         unit = self.unit_ty(rtypes[0])
@@ -1054,7 +1061,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             self.instructions[f"per-element gather ({kind}) at its DPAS"] += 1
             return
         if td.reads_in_bounds:
-            vals = self.block_read_words(td, t, rtypes, mode)
+            vals = self.block_read_words(td, t, rtypes, mode, per_block=self.only_dpas_uses(op))
             self.instructions[f"subgroup block read ({kind})"] += 1
         elif all(u.name == "xegpu.dpas" for r in op.results for u, _ in r.uses):
             # a DPAS operand outside the loop (attention's Q): gathered without branches too
@@ -1695,8 +1702,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                 continue
             if any(id(v) in inner or getattr(v, "block", None) is body for v in upd.operands[1:]):
                 continue
-            if any(u.name == "xegpu.load_nd" and u.attributes.get("transpose") is None and
-                   self.block_read_kind(td.type, "packed" if u.attributes.get("packed") else "plain")
+            if any(u.name == "xegpu.load_nd" and self.block_read_kind(td.type, load_mode(u))
                    for u, _ in arg.uses):
                 out[i] = (td, self.env[id(upd.operands[1])], self.env[id(upd.operands[2])])
         return out
@@ -1713,6 +1719,16 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             # A (fp16 64x64x32/8-16sg): wrong results on the CPU device for subgroups 4 and up
             # (0-3 right); not understood. Staged in SLM, or with one row group (decode), right
             plan = None
+        if plan is None and self._two_k_blocks_of_row_groups(op, reads):
+            # the same wrong results on the CPU device for column-major B read by lane rows (fp16
+            # 64x64x32/16sg, 32x64x32/16sg: B's words garbage on subgroups 4 and up, whose A rows
+            # are not the first; right with either version alone, or with one version per half of
+            # the subgroups): its B is gathered in both versions
+            reads = {i: r for i, r in reads.items() if not any(
+                u.name == "xegpu.load_nd" and self.block_read_kind(r[0].type, load_mode(u)) == "lanerow"
+                for u, _ in op.regions[0].block.args[1 + i].uses)}
+            if not reads:
+                return self._lower_for(op)
         ok = None
         for td, dr, dc in reads.values():
             # B staged in SLM: the workgroup's panels, one version for all its subgroups (barriers)
@@ -1750,6 +1766,18 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         for p in plan.acc_positions if plan else ():
             results[p] = self.transpose8(results[p])
         return results
+
+    def _two_k_blocks_of_row_groups(self, op: Operation, reads: dict) -> bool:
+        """A plain block-read load of the loop has two K-blocks or more (array blocks of one
+        32-byte DPAS row each) and its rows differ between subgroups (several subgroup rows in
+        the workgroup tile, or more than one 8-row group; an unknown layout counts as both)."""
+        for i, (td, _, _) in reads.items():
+            t = td.type
+            if t.array_length > 1 and t.shape[1] * t.dtype.bitwidth == 256 and any(
+                    u.name == "xegpu.load_nd" and load_mode(u) == "plain" for u, _ in op.regions[0].block.args[1 + i].uses):
+                if t.shape[0] > 8 or td.wg is None or td.wg[2] > 1:
+                    return True
+        return False
 
     def _lower_for_transposed(self, op: Operation, reads: dict, plan, in_bounds: bool,
                               steps: Optional[dict] = None) -> list:

@@ -49,6 +49,42 @@ def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     check(c, ref, "int" if dtype == "i8" else dtype, scale_by_max=True)
 
 
+@pytest.mark.parametrize("dtype,tile,shape", [
+    ("f16", (8, 256, 32), (8, 256, 128)),     # decode, in bounds: each lane reads its B^T row
+    ("f16", (8, 128, 16), (5, 200, 72)),      # decode with an N edge and a K tail: the cold version
+    # two K-blocks a step, subgroups on several A rows: B gathered in both versions (the lane-row
+    # reads gave wrong B words on the CPU device for subgroups 4 and up, lower_xegpu.py)
+    ("f16", (64, 64, 32), (64, 64, 96)),
+    ("f16", (32, 64, 32), (32, 64, 96)),
+    ("f16", (128, 64, 16), (128, 64, 64)),    # 16x16 subgroup tiles, one K-block a step
+    ("i8", (8, 256, 32), (8, 256, 96)),
+    ("i8", (32, 64, 32), (40, 56, 70)),       # int8 edges, rows of 70 bytes (not 4-byte aligned)
+])
+def test_column_major_b_on_dg2(monkeypatch, dtype, tile, shape):
+    """B stored [N, K] (a Linear layer's weights: ``a @ w.T``): its K pairs are adjacent, so in
+    the fast k-loop lane l's B operand is row l of the block read as 8 words (no packing)."""
+    use_mode(monkeypatch, "dg2")
+    cfg = _config(*tile)
+    M, N, K = shape
+    rng = np.random.default_rng(M * 5 + N + K)
+    a, w = rand(rng, (M, K), dtype), rand(rng, (N, K), dtype)
+    out_t = "i32" if dtype == "i8" else dtype
+    c = poisoned((M, N), out_t)
+    kw = dict(ACC=i32) if dtype == "i8" else {}
+    gemm_kernel[(xejit.cdiv(M, cfg.kwargs["BM"]), xejit.cdiv(N, cfg.kwargs["BN"]))](
+        a, w.T, a, c, M, N, K, **cfg.kwargs, **kw, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    check(c, f64(a) @ f64(w).T, "int" if dtype == "i8" else dtype, scale_by_max=True)
+
+
+def test_column_major_b_read_by_lane_rows():
+    """The fast k-loop of a column-major B takes the per-lane row reads (the report says so)."""
+    cfg = _config(8, 256, 32)
+    a, w, c = np.empty((8, 256), np.float16), np.empty((256, 256), np.float16), np.empty((8, 256), np.float16)
+    ck = gemm_kernel.compile(a, w.T, a, c, 8, 256, 256, target="dg2", **cfg.kwargs,
+                             num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    assert ck.instructions.get("subgroup block read (lanerow)"), dict(ck.instructions)
+
+
 @xejit.kernel
 def _mod_after_bool(x, y, BM: xl.constexpr, BN: xl.constexpr):
     t = xl.load_tile(xl.init_tile(x, [0, 0], [BM, BN]))
