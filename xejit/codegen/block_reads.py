@@ -67,6 +67,15 @@ def block_read_name(bits: int, n: int) -> str:
 class BlockReads:
     """Subgroup block reads of whole rows into :class:`Words` (a mixin of the XeGPU lowering)."""
 
+    def lane_here(self) -> ir.Value:
+        """This lane's id for a per-lane address in a versioned k-loop, read where it is used.
+        (Read once -- at the kernel's entry, or at the start of the version -- and live into
+        the loop, it made the CPU device's per-lane addresses wrong on subgroups 4 and up when
+        the kernel had both versions, while either version alone was right: garbage B words
+        under ``XEJIT_EMULATE=dg2``, the old "two K-blocks with several 8-row groups" defect.
+        Intel's compiler: fp16 256x64x32/64sg 76 -> 77 instructions a k-step, 32x16 tiles 78 -> 74.)"""
+        return bi.sub_group_local_id(self.b)
+
     def block_read_kind(self, t, mode: str) -> Optional[str]:
         """'rows32' when a block row is exactly one 32-bit word per lane (A, C, plain loads),
         'vnni' when a row is one element per lane and rows are packed into words (B), 'lanerow'
@@ -89,7 +98,7 @@ class BlockReads:
         b = self.b
         w = t.shape[1]
         ety = ir.IntType(t.dtype.bitwidth)
-        lane_off = b.mul(b.zext(self.lane, I64), td.s0)
+        lane_off = b.mul(b.zext(self.lane_here(), I64), td.s0)
         out = []
         for a in range(count):
             off = b.add(b.add(b.mul(td.row, td.s0), b.add(td.col, I64(a * w))), lane_off)

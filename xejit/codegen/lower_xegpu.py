@@ -1714,21 +1714,6 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         lb, ub, step = (self.env[id(v)] for v in op.operands[:3])
         plan = self.transposed_plan(op, reads)
         sp = self.slm_plan(op, reads, plan)
-        if plan is not None and plan.k_blocks > 1 and sp is None and plan.a_rows > 8:
-            # two K-blocks a k-step with B^T packed by each subgroup and several 8-row groups of
-            # A (fp16 64x64x32/8-16sg): wrong results on the CPU device for subgroups 4 and up
-            # (0-3 right); not understood. Staged in SLM, or with one row group (decode), right
-            plan = None
-        if plan is None and self._two_k_blocks_of_row_groups(op, reads):
-            # the same wrong results on the CPU device for column-major B read by lane rows (fp16
-            # 64x64x32/16sg, 32x64x32/16sg: B's words garbage on subgroups 4 and up, whose A rows
-            # are not the first; right with either version alone, or with one version per half of
-            # the subgroups): its B is gathered in both versions
-            reads = {i: r for i, r in reads.items() if not any(
-                u.name == "xegpu.load_nd" and self.block_read_kind(r[0].type, load_mode(u)) == "lanerow"
-                for u, _ in op.regions[0].block.args[1 + i].uses)}
-            if not reads:
-                return self._lower_for(op)
         ok = None
         for td, dr, dc in reads.values():
             # B staged in SLM: the workgroup's panels, one version for all its subgroups (barriers)
@@ -1766,18 +1751,6 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         for p in plan.acc_positions if plan else ():
             results[p] = self.transpose8(results[p])
         return results
-
-    def _two_k_blocks_of_row_groups(self, op: Operation, reads: dict) -> bool:
-        """A plain block-read load of the loop has two K-blocks or more (array blocks of one
-        32-byte DPAS row each) and its rows differ between subgroups (several subgroup rows in
-        the workgroup tile, or more than one 8-row group; an unknown layout counts as both)."""
-        for i, (td, _, _) in reads.items():
-            t = td.type
-            if t.array_length > 1 and t.shape[1] * t.dtype.bitwidth == 256 and any(
-                    u.name == "xegpu.load_nd" and load_mode(u) == "plain" for u, _ in op.regions[0].block.args[1 + i].uses):
-                if t.shape[0] > 8 or td.wg is None or td.wg[2] > 1:
-                    return True
-        return False
 
     def _lower_for_transposed(self, op: Operation, reads: dict, plan, in_bounds: bool,
                               steps: Optional[dict] = None) -> list:

@@ -201,7 +201,7 @@ class TransposedDpas:
         ld = s.load
         key = ("A", ld.a, s.group)
         if key not in ld.cache:
-            lane = self.b.zext(self.lane, I64)
+            lane = self.b.zext(self.lane_here(), I64)
             ld.cache[key] = self.lane_row_words(ld, self.b.add(lane, I64(8 * s.group)), ld.a * ld.w, 8)
             self.instructions["per-lane row load (A^T, DPAS B operand)"] += 1
         return ld.cache[key]
@@ -222,7 +222,7 @@ class TransposedDpas:
         chunk, a_in = divmod(ld.a, per)
         key = ("rows", s.group, chunk)
         if key not in ld.cache:
-            lane = b.zext(self.lane, I64)
+            lane = b.zext(self.lane_here(), I64)
             rows = []
             for t in range(v):
                 r = b.add(b.mul(lane, I64(v)), I64(s.group * 8 * v + t))

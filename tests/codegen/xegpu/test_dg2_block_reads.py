@@ -11,10 +11,14 @@ import pytest
 import xejit
 import xejit.language as xl
 from tests.helpers import check, f64, poisoned, rand, use_mode
+from xejit.autotuner import Config
 from xejit.ir.core import i32
 from xejit.kernels.gemm import configs_for, gemm_kernel
 
-def _config(bm, bn, bk):
+def _config(bm, bn, bk, sg=None):
+    """The library's dg2 config of that tile (with ``sg``: that tile over ``sg`` subgroups)."""
+    if sg is not None:
+        return Config({"BM": bm, "BN": bn, "BK": bk}, num_subgroups=sg, num_stages=2)
     return next(c for c in configs_for("dg2") if (c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"]) == (bm, bn, bk))
 
 
@@ -22,7 +26,12 @@ def _config(bm, bn, bk):
     ("f16", (64, 128, 16), (64, 128, 64)),    # every tile in bounds: the fast k-loop only
     ("f16", (64, 128, 16), (50, 72, 40)),     # M / N edges and a K tail: the cold version
     ("f16", (128, 64, 16), (24, 40, 33)),     # K odd: A rows not 4-byte aligned, read per element
-    ("f16", (64, 64, 32), (64, 64, 96)),      # BK=32: the block-read k-loop (two K-blocks a step)
+    ("f16", (64, 64, 32), (64, 64, 96)),      # BK=32, B staged in SLM
+    # BK=32 (two K-blocks a step) with subgroups on several A rows and B^T packed per subgroup
+    # (32x16 tiles: not staged): wrong on subgroups 4 and up while the lane id was read once
+    # outside the loop (lane_here)
+    ("f16", (64, 64, 32, 8), (64, 64, 96)),
+    ("f16", (64, 64, 32, 8), (72, 40, 70)),   # ... with edges: both versions in one launch
     ("f16", (8, 256, 16), (5, 300, 48)),      # decode tiles, an N edge
     ("i8", (32, 64, 32), (64, 64, 96)),
     ("i8", (32, 64, 32), (40, 56, 70)),       # int8 boundary tiles, rows of 70 bytes
@@ -52,8 +61,7 @@ def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
 @pytest.mark.parametrize("dtype,tile,shape", [
     ("f16", (8, 256, 32), (8, 256, 128)),     # decode, in bounds: each lane reads its B^T row
     ("f16", (8, 128, 16), (5, 200, 72)),      # decode with an N edge and a K tail: the cold version
-    # two K-blocks a step, subgroups on several A rows: B gathered in both versions (the lane-row
-    # reads gave wrong B words on the CPU device for subgroups 4 and up, lower_xegpu.py)
+    # two K-blocks a step, subgroups on several A rows (the old defect: lane_here)
     ("f16", (64, 64, 32), (64, 64, 96)),
     ("f16", (32, 64, 32), (32, 64, 96)),
     ("f16", (128, 64, 16), (128, 64, 64)),    # 16x16 subgroup tiles, one K-block a step
@@ -74,6 +82,17 @@ def test_column_major_b_on_dg2(monkeypatch, dtype, tile, shape):
     gemm_kernel[(xejit.cdiv(M, cfg.kwargs["BM"]), xejit.cdiv(N, cfg.kwargs["BN"]))](
         a, w.T, a, c, M, N, K, **cfg.kwargs, **kw, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
     check(c, f64(a) @ f64(w).T, "int" if dtype == "i8" else dtype, scale_by_max=True)
+
+
+def test_two_k_blocks_take_the_transposed_product():
+    """fp16 BK=32 tiles whose subgroups sit on several A rows and pack B^T themselves (no SLM
+    staging) take C^T = B^T A^T (they kept the block reads while the lane id defect stood)."""
+    cfg = _config(64, 64, 32, 8)
+    a, b, c = (np.empty((256, 256), np.float16) for _ in range(3))
+    ck = gemm_kernel.compile(a, b, a, c, 256, 256, 256, target="dg2", **cfg.kwargs,
+                             num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    assert ck.instructions.get("k-loop computing C^T = B^T A^T (per-lane row loads)"), dict(ck.instructions)
+    assert not any(k.startswith("SLM buffers") for k in ck.instructions), dict(ck.instructions)
 
 
 def test_column_major_b_read_by_lane_rows():
