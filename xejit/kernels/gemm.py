@@ -192,10 +192,13 @@ _XE_CONFIGS = [
 # no 2D block IO (codegen/block_reads.py, codegen/transposed_dpas.py; B packed in SLM by the
 # workgroup where subgroup rows share it: codegen/slm_staging.py). Measured with Intel's compiler
 # for acm-g10 (benchmarks/bench_device_code.py, 4096^3, hot k-loop instructions per DPAS, 0 spill
-# and 0 private memory): fp16/bf16 32x16 subgroup tiles with BK=16 9.75 (not staged), 16x16 tiles
-# BK=16 14.25, BK=32 9.5 (256x64x32/64sg) to 13.5, 16x8 tiles BK=32 25.5, decode (8x16) tiles
+# and 0 private memory): fp16/bf16 32x16 subgroup tiles with BK=16 9.25 (not staged), 16x16 tiles
+# BK=16 14.0, BK=32 9.62 (256x64x32/64sg) to 13.38, 16x8 tiles BK=32 25.5, decode (8x16) tiles
 # 30.0, BK=32 26.5; int8 (K=32 per DPAS: BK=32; configs with BK=16 are pruned for it by the
-# resource model) 16x16 tiles 13.75-17.0, 16x8 32.0, decode 72.0. 32x16 tiles with BK=32 spill.
+# resource model) 16x16 tiles 14.0-16.5, 16x8 32.0, decode 72.0. 32x16 tiles with BK=32 spill.
+# Column-major B (a Linear layer's [N, K] weights, no packing): decode 20.5 / 16.5 (BK=32), int8
+# 19.0; 16x16 tiles 14.25-14.88, int8 14.5; 32x16 tiles spill 4.9 KB (cold version). 8x32 decode
+# tiles spill with either layout (fp16 8x256x32/8sg: 736 B rowB, 2.1 KB colB).
 _DG2_CONFIGS = [
     _c(128, 128, 16, 32, 2),    # fp16/bf16: 32x16 subgroup tiles
     _c(64, 128, 16, 16, 2),
