@@ -193,12 +193,12 @@ _XE_CONFIGS = [
 # workgroup where subgroup rows share it: codegen/slm_staging.py). Measured with Intel's compiler
 # for acm-g10 (benchmarks/bench_device_code.py, 4096^3, hot k-loop instructions per DPAS, 0 spill
 # and 0 private memory): fp16/bf16 32x16 subgroup tiles with BK=16 9.25 (not staged), 16x16 tiles
-# BK=16 14.0, BK=32 9.62 (256x64x32/64sg) to 13.38, 16x8 tiles BK=32 25.5, decode (8x16) tiles
-# 30.0, BK=32 26.5; int8 (K=32 per DPAS: BK=32; configs with BK=16 are pruned for it by the
-# resource model) 16x16 tiles 14.0-16.5, 16x8 32.0, decode 72.0. 32x16 tiles with BK=32 spill.
-# Column-major B (a Linear layer's [N, K] weights, no packing): decode 20.5 / 16.5 (BK=32), int8
-# 19.0; 16x16 tiles 14.25-14.88, int8 14.5; 32x16 tiles spill 4.9 KB (cold version). 8x32 decode
-# tiles spill with either layout (fp16 8x256x32/8sg: 736 B rowB, 2.1 KB colB).
+# BK=16 14.0, BK=32 9.62 (256x64x32/64sg) to 13.38, 16x8 tiles BK=32 25.5, decode 8x32 tiles
+# 24.75, 8x16 tiles 30.0, BK=32 26.5; int8 (K=32 per DPAS: BK=32; configs with BK=16 are pruned for it by the
+# resource model) 16x16 tiles 14.0-16.5, 16x8 32.0, decode 66.25 (8x32) / 72.0. 32x16 tiles with
+# BK=32 spill. Column-major B (a Linear layer's [N, K] weights, no packing): decode 11.5 (8x32),
+# 20.5 / 16.5 (8x16, BK=16 / 32), int8 11.75 (8x32) / 19.0; 16x16 tiles 14.25-14.88, int8 14.5;
+# 32x16 tiles spill 4.9 KB (cold version).
 _DG2_CONFIGS = [
     _c(128, 128, 16, 32, 2),    # fp16/bf16: 32x16 subgroup tiles
     _c(64, 128, 16, 16, 2),
@@ -208,7 +208,12 @@ _DG2_CONFIGS = [
     _c(128, 64, 32, 32, 2),     # int8: 16x16 subgroup tiles
     _c(64, 64, 32, 16, 2),
     _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles
-    _c(8, 256, 16, 16, 2),      # small M (decode-like shapes): fp16/bf16, then int8
+    # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS a k-step: fp16 BK=16 rowB
+    # 24.75, colB 11.5 instructions per DPAS; int8 BK=32 rowB 66.25, colB 11.75; fp16 BK=32 spills
+    # 736 B / 2.1 KB), then 8x16 tiles (fp16 30.0 / 20.5, BK=32 26.5 / 16.5; int8 72.0 / 19.0)
+    _c(8, 256, 16, 8, 2),
+    _c(8, 256, 32, 8, 2),
+    _c(8, 256, 16, 16, 2),      # fp16/bf16, then int8
     _c(8, 128, 16, 8, 2),
     _c(8, 256, 32, 16, 2),
     _c(8, 128, 32, 8, 2),

@@ -32,7 +32,10 @@ def _config(bm, bn, bk, sg=None):
     # outside the loop (lane_here)
     ("f16", (64, 64, 32, 8), (64, 64, 96)),
     ("f16", (64, 64, 32, 8), (72, 40, 70)),   # ... with edges: both versions in one launch
-    ("f16", (8, 256, 16), (5, 300, 48)),      # decode tiles, an N edge
+    ("f16", (8, 256, 16, 16), (5, 300, 48)),  # decode 8x16 tiles, an N edge
+    ("f16", (8, 256, 16), (8, 512, 64)),      # decode 8x32 tiles (8 subgroups)
+    ("f16", (8, 256, 16), (3, 260, 40)),
+    ("i8", (8, 256, 32), (6, 270, 70)),       # int8 decode 8x32 tiles, edges, rows of 70 bytes
     ("i8", (32, 64, 32), (64, 64, 96)),
     ("i8", (32, 64, 32), (40, 56, 70)),       # int8 boundary tiles, rows of 70 bytes
     ("i8", (64, 64, 32), (72, 64, 64)),       # int8 16x16 subgroup tiles, an M edge
@@ -59,8 +62,9 @@ def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
 
 
 @pytest.mark.parametrize("dtype,tile,shape", [
-    ("f16", (8, 256, 32), (8, 256, 128)),     # decode, in bounds: each lane reads its B^T row
+    ("f16", (8, 256, 32, 16), (8, 256, 128)),  # decode, in bounds: each lane reads its B^T row
     ("f16", (8, 128, 16), (5, 200, 72)),      # decode with an N edge and a K tail: the cold version
+    ("f16", (8, 256, 16), (8, 512, 64)),      # decode 8x32 tiles
     # two K-blocks a step, subgroups on several A rows (the old defect: lane_here)
     ("f16", (64, 64, 32), (64, 64, 96)),
     ("f16", (32, 64, 32), (32, 64, 96)),
@@ -97,7 +101,7 @@ def test_two_k_blocks_take_the_transposed_product():
 
 def test_column_major_b_read_by_lane_rows():
     """The fast k-loop of a column-major B takes the per-lane row reads (the report says so)."""
-    cfg = _config(8, 256, 32)
+    cfg = _config(8, 256, 32, 16)
     a, w, c = np.empty((8, 256), np.float16), np.empty((256, 256), np.float16), np.empty((8, 256), np.float16)
     ck = gemm_kernel.compile(a, w.T, a, c, 8, 256, 256, target="dg2", **cfg.kwargs,
                              num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
