@@ -294,7 +294,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                 in_code()
 
     def block(self, blk) -> Optional[list]:
-        for op in blk.ops:
+        for op in (self.slm_op_order(blk.ops) if self.kb_order else blk.ops):
             if op.name == "scf.yield":
                 return [self.env[id(v)] for v in op.operands]
             if op.name == "func.return":
@@ -1028,7 +1028,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         role = self.tplan.loads.get(id(op)) if self.tplan is not None and td.reads_in_bounds is not None else None
         if role is not None:     # C^T = B^T A^T: per-lane row loads when a DPAS asks (transposed_dpas.py)
             cache: dict = {}
-            slm = self.splan if role == "B" and td.reads_in_bounds else None
+            slm = self.splan.parts.get(id(op.operands[0])) if self.splan and role == "B" and td.reads_in_bounds else None
             for a, r in enumerate(op.results):
                 self.env[id(r)] = TLoad(role, td, a, t.shape[1], len(rtypes), cache, not td.reads_in_bounds, slm)
             if td.reads_in_bounds:
@@ -1730,6 +1730,9 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             for ctx, fast in ((then, True), (otherwise, False)):
                 with ctx:
                     counted = Counter(self.instructions)
+                    # both versions take the DPAS in K-block order when B is staged (the cold
+                    # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
+                    self.kb_order = sp is not None
                     if fast and sp is not None and counted32:
                         self._slm_reads = reads
                         self.slm_begin(sp, reads[sp.b_pos][0])
@@ -1743,6 +1746,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                         self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
                     versions.append((res, b.block))
                     self.splan = None
+                    self.kb_order = False
                     if not fast:     # the report counts the block-read version's instructions
                         self.instructions = counted
         self.instructions["k-loop versioned on block reads in bounds"] += 1

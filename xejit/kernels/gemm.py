@@ -201,7 +201,10 @@ _DG2_CONFIGS = [
     _c(64, 128, 16, 16, 2),
     _c(256, 128, 16, 64, 2),
     _c(128, 64, 16, 32, 2),     # fp16/bf16: 16x16 subgroup tiles
-    _c(256, 64, 32, 64, 2),     # 16x16 subgroup tiles, B shared by 16 subgroup rows (SLM)
+    _c(256, 64, 128, 64, 2),    # 16x16 subgroup tiles, B shared by 16 subgroup rows (SLM), 4 K-slices a barrier
+    _c(256, 64, 256, 64, 2),    # int8: 8 K-blocks a barrier (fp16: its panel does not split evenly, pruned)
+    _c(256, 64, 64, 64, 2),
+    _c(256, 64, 32, 64, 2),
     _c(128, 64, 32, 32, 2),     # int8: 16x16 subgroup tiles
     _c(64, 64, 32, 16, 2),
     _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles
