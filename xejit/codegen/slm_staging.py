@@ -262,15 +262,16 @@ class SlmStaging:
             # 16-bit rows as 32-bit words: column pairs (2j, 2j+1) of the two rows give words
             # 2j, 2j+1 by shifts and masks (Intel's compiler: a shift and a bfn a word; packing
             # 16-bit elements one by one cost a strided move, a shift and an or)
-            vt = ir.VectorType(I32, sp.q // 2)
+            h = sp.q // 2
+            vt = ir.VectorType(I32, h) if h > 1 else I32
             w0, w1 = (b.bitcast(r, vt) for r in rows)
 
             def c(x: int) -> ir.Constant:
-                return ir.Constant(vt, [x] * (sp.q // 2))
+                return ir.Constant(vt, [x] * h) if h > 1 else I32(x)
             even = b.or_(b.and_(w0, c(0xFFFF)), b.shl(w1, c(16)))
             odd = b.or_(b.lshr(w0, c(16)), b.and_(w1, c(-65536)))
-            inter = [x for j in range(sp.q // 2) for x in (j, sp.q // 2 + j)]
-            words = [b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, sp.q), inter))]
+            inter = [x for j in range(h) for x in (j, h + j)]
+            words = [b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, sp.q), inter))] if h > 1 else [even, odd]
         for w in range(sp.q if not words else 0):
             xs = [r if sp.q == 1 else b.extract_element(r, I32(w)) for r in rows]
             words.append(self.pack_word(xs))
