@@ -1786,6 +1786,22 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                     return True
         return False
 
+    def counter_position(self, init, body, j: int, ctr: ir.Value, step: ir.Value) -> Optional[tuple]:
+        """(row, col) of descriptor iter_arg ``j`` at counter ``ctr`` (i32, from 0 by the step)
+        when the loop moves it by constant multiples of the step, else None."""
+        y = body.ops[-1].operands[j] if body.ops and body.ops[-1].name == "scf.yield" else None
+        upd = getattr(y, "op", None)
+        if not isinstance(init, TD) or upd is None or upd.name != "xegpu.update_nd_offset":
+            return None
+        ds = [self.env.get(id(v)) for v in upd.operands[1:3]]
+        if not all(isinstance(d, ir.Constant) for d in ds) or not isinstance(step, ir.Constant) or \
+                any(d.constant % step.constant for d in ds):
+            return None
+        b, c64 = self.b, self.b.zext(ctr, I64)
+        return tuple(x if d.constant == 0 else b.add(x, c64 if d.constant == step.constant else
+                                                      b.mul(c64, I64(d.constant // step.constant)))
+                     for x, d in zip((init.row, init.col), ds))
+
     def _lower_for(self, op: Operation, steps: dict[int, tuple[int, int]] | None = None,
                    reads_in_bounds: Optional[dict] = None) -> list:
         """The loop in LLVM IR (LLVM rotates it: the guard before, the test at the bottom).
@@ -1870,8 +1886,11 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         self.env[id(body.args[0])] = iv
         for j, (arg, val) in enumerate(zip(body.args[1:], in_body)):
             if reads_in_bounds and j in reads_in_bounds:
-                # the body's copy carries the versioning's verdict; the loop's results do not
-                val = val.moved(val.row, val.col, val.xy)
+                # the body's copy carries the versioning's verdict; the loop's results do not.
+                # Counted in i32, its position is the entry's plus the counter's multiple: no
+                # 64-bit add a step (dg2 has no 64-bit ALU: 4 instructions a descriptor)
+                at = self.counter_position(inits[j], body, j, ctr, step) if steps is not None else None
+                val = val.moved(*(at or (val.row, val.col)), val.xy)
                 val.reads_in_bounds = reads_in_bounds[j]
             self.env[id(arg)] = val
         leave = hook(ctr, n32) if hook is not None else None
