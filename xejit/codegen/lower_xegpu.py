@@ -1887,9 +1887,12 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         for j, (arg, val) in enumerate(zip(body.args[1:], in_body)):
             if reads_in_bounds and j in reads_in_bounds:
                 # the body's copy carries the versioning's verdict; the loop's results do not.
-                # Counted in i32, its position is the entry's plus the counter's multiple: no
-                # 64-bit add a step (dg2 has no 64-bit ALU: 4 instructions a descriptor)
-                at = self.counter_position(inits[j], body, j, ctr, step) if steps is not None else None
+                # With B staged (counted in i32), its position is the entry's plus the counter's
+                # multiple: no 64-bit add a step (dg2 has no 64-bit ALU: 4 instructions a
+                # descriptor). Not elsewhere: Intel's compiler then ended the unstaged loops
+                # with a divergent backward goto instead of jmpi (decode, 32x16 tiles)
+                at = self.counter_position(inits[j], body, j, ctr, step) \
+                    if steps is not None and self.splan is not None else None
                 val = val.moved(*(at or (val.row, val.col)), val.xy)
                 val.reads_in_bounds = reads_in_bounds[j]
             self.env[id(arg)] = val

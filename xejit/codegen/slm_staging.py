@@ -42,8 +42,9 @@ class SPlan:
     #: this subgroup's column in the panel (i64), the panel's column in the array (i64)
     n_off: Optional[ir.Value] = None
     col0: Optional[ir.Value] = None
-    #: the word offset (i32) of the buffer the current k-step reads
+    #: the word offset (i32) of the buffer the current k-step reads, and of this lane's B^T words
     cur: Optional[ir.Value] = None
+    step_base: Optional[ir.Value] = None
     #: the B descriptor's row in the panel; this work item's first word (row pair, column)
     r_off: Optional[ir.Value] = None
     mine: Optional[tuple] = None
@@ -286,9 +287,12 @@ class SlmStaging:
         """B^T as the DPAS A operand from SLM: lane l's words (8 kb + l, n_off + 8a + r), r < 8,
         kb counted from the descriptor's first K-block ``part.kb0``."""
         b, sp, kb = self.b, part.plan, kb + part.kb0
-        lane = b.zext(self.lane, I64)
-        idx = b.add(b.add(b.zext(sp.cur, I64), b.mul(b.add(lane, I64(8 * kb)), I64(sp.bn))),
-                    b.add(sp.n_off, I64(8 * a)))
+        # this step's (buffer + lane row + subgroup column) plus a constant: one add a load
+        # (the buffer and the K-block added per load cost 1.5 instructions a load)
+        if sp.step_base is None:
+            lane_n = b.add(b.mul(self.lane, I32(sp.bn)), b.trunc(sp.n_off, I32))
+            sp.step_base = b.add(sp.cur, lane_n)
+        idx = b.zext(b.add(sp.step_base, I32(8 * kb * sp.bn + 8 * a)), I64)
         vt = ir.VectorType(I32, 8)
         ld = b.load(b.bitcast(b.gep(sp.buf, [idx], source_etype=I32), ir.PointerType(vt, addrspace=bi.LOCAL_AS)), typ=vt)
         ld.align = 4
@@ -302,7 +306,7 @@ class SlmStaging:
         def enter(ctr: ir.Value, n32: ir.Value):
             b = self.b
             cur = b.mul(b.and_(b.udiv(ctr, I32(step)), I32(1)), I32(sp.buffer_words))
-            sp.cur = cur
+            sp.cur, sp.step_base = cur, None
             td = self.env[id(body_arg)]
             nxt = b.add(ctr, I32(step))
             rows = self.slm_load_panel(sp, b.select(b.icmp_signed("<", nxt, n32), nxt, ctr), td)
