@@ -9,6 +9,9 @@ split the B panel of the next k-step (``BK x BN``) between them: each loads ``q`
 rows, packs them into q words and stores them to SLM in the VNNI layout ``[BK / v][BN]`` words,
 so a subgroup's B^T operand is one per-lane load of 8 consecutive words from SLM. Two buffers
 alternate: step i reads buffer i % 2 while step i + 1 is written to the other, one barrier a step.
+A panel deeper than 32 rows is loaded by several B descriptors (K-slices, :class:`SPart`), all
+staged in the one panel; the step's DPAS then run in K-block order with each slice's operands
+loaded next to its first DPAS (:meth:`SlmStaging.slm_op_order`), so the registers hold one slice.
 
 The workgroup tile comes from the ``wg_tile`` attribute ``wg_to_sg`` and ``blocking`` leave on a
 subgroup's descriptors. All work items must take the same k-loop version (the barrier), so the
