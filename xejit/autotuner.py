@@ -171,6 +171,18 @@ def _subgroup_layouts(n: int) -> Iterable[tuple[int, int]]:
             yield sgm, n // sgm
 
 
+def _b_staged(t: Any, BK: int, BN: int, nsg: int, sgm: int, acc_bytes: int, b_bits: int) -> bool:
+    """dg2 stages the B panel in SLM (``codegen/slm_staging.py``, ``slm_plan``): several subgroup
+    rows share it, the accumulators take under half the register file, and the panel's 32-bit
+    words split into 1, 2, 4 or 8 per work item."""
+    if t.dpas is None or t.block_io is not None or sgm < 2 or t.registers is None or b_bits not in (8, 16):
+        return False
+    if 2 * acc_bytes >= t.registers.count * t.registers.bytes_each:
+        return False
+    words, lanes = BK * b_bits // 32 * BN, nsg * t.subgroup_size
+    return words % lanes == 0 and words // lanes in (1, 2, 4, 8) and BN % (words // lanes) == 0
+
+
 def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
                   a_type: Any, b_type: Any, c_type: Any, acc_type: Any,
                   precision: str | None = None) -> dict[str, Any]:
@@ -206,19 +218,25 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         if BM % sgm or BN % sgn:
             continue
         sm, sn = BM // sgm, BN // sgn
-        parts = (sm * sn * acc_t.itemsize, sm * (kl + ahead) * a_t.itemsize, (kl + ahead) * sn * b_t.itemsize)
+        kw, kb = kl, kl
+        if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth):
+            # dg2 with B staged in SLM (codegen/slm_staging.py): each K-slice's operands (64 bytes
+            # of A's row, 32 rows of B) are loaded next to that slice's DPAS and dead after them
+            # (fp16 and int8 16x16 tiles with BK=128 build with 0 spill, acm-g10)
+            kw, kb = min(BK, 512 // a_t.bitwidth), min(BK, 32)
+        parts = (sm * sn * acc_t.itemsize, sm * (kw + ahead) * a_t.itemsize, (kb + ahead) * sn * b_t.itemsize)
         if best is None or sum(parts) < sum(best[2]):
-            best = ((sgm, sgn), (sm, sn), parts)
+            best = ((sgm, sgn), (sm, sn), parts, (kw, kb))
     out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
                            "register_limit": None, "slm_bytes": 0, "problems": problems}
     if best is None:
         problems.append(f"{nsg} subgroups cannot split the {BM}x{BN} tile evenly")
         return out
-    (sgm, sgn), (sm, sn), parts = best
+    (sgm, sgn), (sm, sn), parts, (kl, kbl) = best
     out.update(sg_layout=[sgm, sgn], sg_tile=[sm, sn], bytes=sum(parts))
     # no 2D block IO (dg2): a B panel shared by several subgroup rows is staged in SLM, two
     # BK x BN buffers (codegen/slm_staging.py)
-    slm = 2 * BK * BN * b_t.itemsize if t.dpas is not None and t.block_io is None and sgm > 1 else 0
+    slm = 2 * BK * BN * b_t.itemsize if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth) else 0
     out["slm_bytes"] = slm
     if t.slm_bytes is not None and slm > t.slm_bytes:
         problems.append(f"the staged B panel needs {slm} B of shared local memory, {t.name} has {t.slm_bytes}")
@@ -234,7 +252,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             acc_r, a_r, b_r = (math.ceil(p / rf.bytes_each) for p in parts)
             problems.append(
                 f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{kl + ahead}: "
-                f"{a_r}, B {kl + ahead}x{sn}: {b_r}) but {t.name} leaves {limit} for tile data in grf_mode "
+                f"{a_r}, B {kbl + ahead}x{sn}: {b_r}) but {t.name} leaves {limit} for tile data in grf_mode "
                 f"{grf_mode!r} ({large or rf.count} less {rf.reserved} the compiler needs)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)

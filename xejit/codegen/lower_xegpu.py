@@ -303,7 +303,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                 in_code()
 
     def block(self, blk) -> Optional[list]:
-        for op in blk.ops:
+        for op in (self.slm_op_order(blk.ops) if self.kb_order else blk.ops):
             if op.name == "scf.yield":
                 return [self.env[id(v)] for v in op.operands]
             if op.name == "func.return":
@@ -1035,7 +1035,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         role = self.tplan.loads.get(id(op)) if self.tplan is not None and td.reads_in_bounds is not None else None
         if role is not None:     # C^T = B^T A^T: per-lane row loads when a DPAS asks (transposed_dpas.py)
             cache: dict = {}
-            slm = self.splan if role == "B" and td.reads_in_bounds else None
+            slm = self.splan.parts.get(id(op.operands[0])) if self.splan and role == "B" and td.reads_in_bounds else None
             for a, r in enumerate(op.results):
                 self.env[id(r)] = TLoad(role, td, a, t.shape[1], len(rtypes), cache, not td.reads_in_bounds, slm)
             if td.reads_in_bounds:
@@ -1731,6 +1731,9 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             for ctx, fast in ((then, True), (otherwise, False)):
                 with ctx:
                     counted = Counter(self.instructions)
+                    # both versions take the DPAS in K-block order when B is staged (the cold
+                    # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
+                    self.kb_order = sp is not None
                     if fast and sp is not None and counted32:
                         self._slm_reads = reads
                         self.slm_begin(sp, reads[sp.b_pos][0])
@@ -1744,6 +1747,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                         self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
                     versions.append((res, b.block))
                     self.splan = None
+                    self.kb_order = False
                     if not fast:     # the report counts the block-read version's instructions
                         self.instructions = counted
         self.instructions["k-loop versioned on block reads in bounds"] += 1
@@ -1782,6 +1786,22 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                 if bp.problem(self.target, var) is not None:
                     return True
         return False
+
+    def counter_position(self, init, body, j: int, ctr: ir.Value, step: ir.Value) -> Optional[tuple]:
+        """(row, col) of descriptor iter_arg ``j`` at counter ``ctr`` (i32, from 0 by the step)
+        when the loop moves it by constant multiples of the step, else None."""
+        y = body.ops[-1].operands[j] if body.ops and body.ops[-1].name == "scf.yield" else None
+        upd = getattr(y, "op", None)
+        if not isinstance(init, TD) or upd is None or upd.name != "xegpu.update_nd_offset":
+            return None
+        ds = [self.env.get(id(v)) for v in upd.operands[1:3]]
+        if not all(isinstance(d, ir.Constant) for d in ds) or not isinstance(step, ir.Constant) or \
+                any(d.constant % step.constant for d in ds):
+            return None
+        b, c64 = self.b, self.b.zext(ctr, I64)
+        return tuple(x if d.constant == 0 else b.add(x, c64 if d.constant == step.constant else
+                                                      b.mul(c64, I64(d.constant // step.constant)))
+                     for x, d in zip((init.row, init.col), ds))
 
     def _lower_for(self, op: Operation, steps: dict[int, tuple[int, int]] | None = None,
                    reads_in_bounds: Optional[dict] = None) -> list:
@@ -1867,8 +1887,14 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         self.env[id(body.args[0])] = iv
         for j, (arg, val) in enumerate(zip(body.args[1:], in_body)):
             if reads_in_bounds and j in reads_in_bounds:
-                # the body's copy carries the versioning's verdict; the loop's results do not
-                val = val.moved(val.row, val.col, val.xy)
+                # the body's copy carries the versioning's verdict; the loop's results do not.
+                # With B staged (counted in i32), its position is the entry's plus the counter's
+                # multiple: no 64-bit add a step (dg2 has no 64-bit ALU: 4 instructions a
+                # descriptor). Not elsewhere: Intel's compiler then ended the unstaged loops
+                # with a divergent backward goto instead of jmpi (decode, 32x16 tiles)
+                at = self.counter_position(inits[j], body, j, ctr, step) \
+                    if steps is not None and self.splan is not None else None
+                val = val.moved(*(at or (val.row, val.col)), val.xy)
                 val.reads_in_bounds = reads_in_bounds[j]
             self.env[id(arg)] = val
         leave = hook(ctr, n32) if hook is not None else None

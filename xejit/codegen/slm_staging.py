@@ -9,6 +9,9 @@ split the B panel of the next k-step (``BK x BN``) between them: each loads ``q`
 rows, packs them into q words and stores them to SLM in the VNNI layout ``[BK / v][BN]`` words,
 so a subgroup's B^T operand is one per-lane load of 8 consecutive words from SLM. Two buffers
 alternate: step i reads buffer i % 2 while step i + 1 is written to the other, one barrier a step.
+A panel deeper than 32 rows is loaded by several B descriptors (K-slices, :class:`SPart`), all
+staged in the one panel; the step's DPAS then run in K-block order with each slice's operands
+loaded next to its first DPAS (:meth:`SlmStaging.slm_op_order`), so the registers hold one slice.
 
 The workgroup tile comes from the ``wg_tile`` attribute ``wg_to_sg`` and ``blocking`` leave on a
 subgroup's descriptors. All work items must take the same k-loop version (the barrier), so the
@@ -18,7 +21,7 @@ versioning test is made on the workgroup's A and B panels (:meth:`SlmStaging.pan
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from llvmlite import ir
@@ -42,8 +45,9 @@ class SPlan:
     #: this subgroup's column in the panel (i64), the panel's column in the array (i64)
     n_off: Optional[ir.Value] = None
     col0: Optional[ir.Value] = None
-    #: the word offset (i32) of the buffer the current k-step reads
+    #: the word offset (i32) of the buffer the current k-step reads, and of this lane's B^T words
     cur: Optional[ir.Value] = None
+    step_base: Optional[ir.Value] = None
     #: the B descriptor's row in the panel; this work item's first word (row pair, column)
     r_off: Optional[ir.Value] = None
     mine: Optional[tuple] = None
@@ -51,15 +55,28 @@ class SPlan:
     base: Optional[list] = None
     s0_32: Optional[ir.Value] = None
 
+    #: {id(body argument of a staged B descriptor): its SPart}
+    parts: dict = field(default_factory=dict)
+
     @property
     def buffer_words(self) -> int:
         return self.bk // self.v * self.bn
+
+
+@dataclass
+class SPart:
+    """One staged B descriptor (a K-slice of the panel): ``TLoad.slm`` of its loads."""
+    plan: Optional[SPlan]
+    kb0: int    # its first K-block in the panel
+    row: int    # its first row in the panel
 
 
 class SlmStaging:
     """B panels VNNI-packed in SLM for dg2's transposed k-loop (module docstring)."""
 
     splan: Optional[SPlan] = None
+    #: the k-loop version being lowered takes its DPAS in K-block order (``slm_op_order``)
+    kb_order: bool = False
     #: ``_lower_for``'s per-iteration hook (``slm_loop_hook``), taken by the next loop lowered
     loop_hook = None
     _slm_reads: dict = {}
@@ -79,37 +96,52 @@ class SlmStaging:
                      for d in range(2))
 
     def slm_plan(self, op, reads: dict, plan) -> Optional[SPlan]:
-        """The staging of the loop's B panel, when the workgroup shares it and it splits evenly."""
+        """The staging of the loop's B panel, when the workgroup shares it and it splits evenly.
+        The panel may be loaded by several descriptors (K-slices of at most 32 rows: BK=64), all
+        staged in one buffer pair with one barrier a k-step."""
         if plan is None or self.nsg < 2:
             return None
-        bpos = {i for i, (td, _, _) in reads.items() if any(
-            plan.loads.get(id(u)) == "B" for u, _ in op.regions[0].block.args[1 + i].uses)}
-        if len(bpos) != 1 or any(getattr(td, "wg", None) is None for td, _, _ in reads.values()):
+        body_args = op.regions[0].block.args
+        bpos = sorted({i for i, (td, _, _) in reads.items() if any(
+            plan.loads.get(id(u)) == "B" for u, _ in body_args[1 + i].uses)})
+        if not bpos or any(getattr(td, "wg", None) is None for td, _, _ in reads.values()):
             return None
-        (p,) = bpos
-        td, dr, dc = reads[p]
-        wg = td.wg
+        wg = reads[bpos[0]][0].wg
         (bk, bn), (l0, _), (d0, d1) = wg[0:2], wg[2:4], wg[4:6]
-        bits = td.type.dtype.bitwidth
-        if bits not in (8, 16) or d0 != bk or l0 < 2 or tuple(td.type.shape) != (bk, 8) or bn % 8:
-            return None         # one K-block of B per subgroup, shared by several subgroup rows
-        step = op.operands[2]
-        st = self.env[id(step)]
-        if not (isinstance(dc, ir.Constant) and dc.constant == 0 and isinstance(dr, ir.Constant)
-                and isinstance(st, ir.Constant) and dr.constant == st.constant):
-            return None         # B moves down by the step: its panel's rows are ctr + step on
+        bits = reads[bpos[0]][0].type.dtype.bitwidth
+        if bits not in (8, 16) or d0 != bk or l0 < 2 or bn % 8:
+            return None         # whole K-blocks of B per subgroup, shared by several subgroup rows
+        v = 32 // bits
+        step = self.env[id(op.operands[2])]
+        parts, rows = {}, 0
+        for p in bpos:
+            td, dr, dc = reads[p]
+            h, w = td.type.shape
+            if tuple(td.wg[0:7]) != tuple(wg[0:7]) or td.wg[8] != wg[8] or w != 8 or h % (8 * v):
+                return None
+            if not (isinstance(dc, ir.Constant) and dc.constant == 0 and isinstance(dr, ir.Constant)
+                    and isinstance(step, ir.Constant) and dr.constant == step.constant):
+                return None     # B moves down by the step: its panel's rows are ctr + step on
+            parts[id(body_args[1 + p])] = SPart(None, td.wg[7] // (8 * v), td.wg[7])
+            rows += h
+        starts = sorted(x.row for x in parts.values())
+        if rows != bk or starts[0] != 0 or len(set(starts)) != len(starts) or any(r % (8 * v) for r in starts):
+            return None
         # accumulators of half the register file or more (32x16 fp32 subgroup tiles): Intel's
         # compiler spilled 128-160 B in the cold k-loop version with the staging (0 without)
         acc = sum(per_lane_count(op.operands[3 + p].type.shape, self.sg) for p in plan.acc_positions)
         rf = self.target.registers
         if rf is not None and 2 * acc * 4 * self.sg >= rf.count * rf.bytes_each:
             return None
-        v = 32 // bits
         words, lanes = bk // v * bn, self.nsg * self.sg
         q = words // lanes
         if words % lanes or q not in (1, 2, 4, 8) or bn % q:
             return None
-        return SPlan(p, bk, bn, v, q)
+        sp = SPlan(min(bpos, key=lambda p: reads[p][0].wg[7]), bk, bn, v, q)
+        for x in parts.values():
+            x.plan = sp
+        sp.parts = parts
+        return sp
 
     def slm_span_ok(self, sp: SPlan, reads: dict, lb, ub) -> ir.Value:
         """The staged loads' 32-bit row products stay below 2^31 (``slm_load_panel``)."""
@@ -139,6 +171,43 @@ class SlmStaging:
         ok = b.and_(ok, b.icmp_signed("==", b.and_(b.or_(start, b.mul(td.s0, I64(eb))), I64(3)), I64(0)))
         ok = b.and_(ok, in_view(b.add(org.row, b.mul(last, dr)), b.add(org.col, b.mul(last, dc))))
         return b.and_(ok, b.icmp_signed("==", b.and_(b.mul(dc, I64(eb)), I64(3)), I64(0)))
+
+    @staticmethod
+    def slm_op_order(ops: list) -> list:
+        """The staged k-step's ops with its run of DPAS in K-block order (every chain's first
+        DPAS, then every second, ...), each load that only feeds DPAS moved to just before the
+        first DPAS that takes it: a K-slice's operands are made, used and dead before the next
+        slice's (fp16 BK=64: all 16 operands of a step at once spilled)."""
+        idx = [i for i, o in enumerate(ops) if o.name == "xegpu.dpas"]
+        if not idx or idx[-1] - idx[0] + 1 != len(idx):
+            return ops
+        run = [ops[i] for i in idx]
+        depth: dict = {}
+        for o in run:
+            depth[id(o.result)] = depth.get(id(o.operands[2]), -1) + 1
+        run.sort(key=lambda o: depth[id(o.result)])
+        pre, inside = ops[:idx[0]], {id(o) for o in run}
+        if any(o.regions or any(k in o.name for k in ("store", "atomic", "barrier", "fence", "call")) for o in pre):
+            return ops          # a load moved past these could read something else
+        sink: set = set()
+        for o in reversed(pre):     # loads (and their slices) whose every use is a DPAS of the run
+            uses = [u for r in o.results for u, _ in r.uses]
+            if o.name in ("xegpu.load_nd", "vector.extract_strided_slice") and uses and \
+                    all(id(u) in inside or id(u) in sink for u in uses):
+                sink.add(id(o))
+        out = [o for o in pre if id(o) not in sink]
+        done: set = set()
+
+        def emit(o) -> None:
+            for x in o.operands:
+                p = getattr(x, "op", None)
+                if p is not None and id(p) in sink and id(p) not in done:
+                    done.add(id(p))
+                    emit(p)
+            out.append(o)
+        for o in run:
+            emit(o)
+        return out + ops[idx[-1] + 1:]
 
     # -- the fast version ---------------------------------------------------------------------
 
@@ -180,7 +249,10 @@ class SlmStaging:
             ptr = b.gep(td.arr.ptr, [b.add(sp.base[j], down)], inbounds=True, source_etype=ety)
             vt = ir.VectorType(ety, sp.q) if sp.q > 1 else ety
             ld = b.load(b.bitcast(ptr, ir.PointerType(vt, addrspace=1)), typ=vt)
-            ld.align = bits // 8
+            # the versioning test made the panel's rows 4-byte aligned and a share starts q
+            # elements in: whole words then (one vector message; at 2-byte alignment Intel's
+            # compiler split a 16-byte share into 4 loads)
+            ld.align = 4 if sp.q * bits % 32 == 0 else bits // 8
             rows.append(ld)
         self.instructions["global load of a B panel share (per lane)"] += 1
         return rows
@@ -190,22 +262,40 @@ class SlmStaging:
         b = self.b
         kp, n = sp.mine
         words = []
-        for w in range(sp.q):
+        if sp.v == 2 and sp.q % 2 == 0:
+            # 16-bit rows as 32-bit words: column pairs (2j, 2j+1) of the two rows give words
+            # 2j, 2j+1 by shifts and masks (Intel's compiler: a shift and a bfn a word; packing
+            # 16-bit elements one by one cost a strided move, a shift and an or)
+            h = sp.q // 2
+            vt = ir.VectorType(I32, h) if h > 1 else I32
+            w0, w1 = (b.bitcast(r, vt) for r in rows)
+
+            def c(x: int) -> ir.Constant:
+                return ir.Constant(vt, [x] * h) if h > 1 else I32(x)
+            even = b.or_(b.and_(w0, c(0xFFFF)), b.shl(w1, c(16)))
+            odd = b.or_(b.lshr(w0, c(16)), b.and_(w1, c(-65536)))
+            inter = [x for j in range(h) for x in (j, h + j)]
+            words = [b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, sp.q), inter))] if h > 1 else [even, odd]
+        for w in range(sp.q if not words else 0):
             xs = [r if sp.q == 1 else b.extract_element(r, I32(w)) for r in rows]
             words.append(self.pack_word(xs))
-        val = words[0] if sp.q == 1 else self.words_vector(words)
+        val = words[0] if len(words) == 1 else self.words_vector(words)
         idx = b.add(b.zext(buf_off, I64), b.add(b.mul(kp, I64(sp.bn)), n))
         ptr = b.gep(sp.buf, [idx], source_etype=I32)
         st = b.store(val, b.bitcast(ptr, ir.PointerType(val.type, addrspace=bi.LOCAL_AS)))
         st.align = 4
         self.instructions["SLM store of the packed B share (per lane)"] += 1
 
-    def slm_b_operand(self, sp: SPlan, kb: int, a: int) -> ir.Value:
-        """B^T as the DPAS A operand from SLM: lane l's words (8 kb + l, n_off + 8a + r), r < 8."""
-        b = self.b
-        lane = b.zext(self.lane, I64)
-        idx = b.add(b.add(b.zext(sp.cur, I64), b.mul(b.add(lane, I64(8 * kb)), I64(sp.bn))),
-                    b.add(sp.n_off, I64(8 * a)))
+    def slm_b_operand(self, part: SPart, kb: int, a: int) -> ir.Value:
+        """B^T as the DPAS A operand from SLM: lane l's words (8 kb + l, n_off + 8a + r), r < 8,
+        kb counted from the descriptor's first K-block ``part.kb0``."""
+        b, sp, kb = self.b, part.plan, kb + part.kb0
+        # this step's (buffer + lane row + subgroup column) plus a constant: one add a load
+        # (the buffer and the K-block added per load cost 1.5 instructions a load)
+        if sp.step_base is None:
+            lane_n = b.add(b.mul(self.lane, I32(sp.bn)), b.trunc(sp.n_off, I32))
+            sp.step_base = b.add(sp.cur, lane_n)
+        idx = b.zext(b.add(sp.step_base, I32(8 * kb * sp.bn + 8 * a)), I64)
         vt = ir.VectorType(I32, 8)
         ld = b.load(b.bitcast(b.gep(sp.buf, [idx], source_etype=I32), ir.PointerType(vt, addrspace=bi.LOCAL_AS)), typ=vt)
         ld.align = 4
@@ -219,7 +309,7 @@ class SlmStaging:
         def enter(ctr: ir.Value, n32: ir.Value):
             b = self.b
             cur = b.mul(b.and_(b.udiv(ctr, I32(step)), I32(1)), I32(sp.buffer_words))
-            sp.cur = cur
+            sp.cur, sp.step_base = cur, None
             td = self.env[id(body_arg)]
             nxt = b.add(ctr, I32(step))
             rows = self.slm_load_panel(sp, b.select(b.icmp_signed("<", nxt, n32), nxt, ctr), td)

@@ -192,11 +192,13 @@ _XE_CONFIGS = [
 # no 2D block IO (codegen/block_reads.py, codegen/transposed_dpas.py; B packed in SLM by the
 # workgroup where subgroup rows share it: codegen/slm_staging.py). Measured with Intel's compiler
 # for acm-g10 (benchmarks/bench_device_code.py, 4096^3, hot k-loop instructions per DPAS, 0 spill
-# and 0 private memory): fp16/bf16 32x16 subgroup tiles with BK=16 9.25 (not staged), 16x16 tiles
-# BK=16 14.0, BK=32 9.62 (256x64x32/64sg) to 13.38, 16x8 tiles BK=32 25.5, decode 8x32 tiles
-# 24.75, 8x16 tiles 30.0, BK=32 26.5; int8 (K=32 per DPAS: BK=32; configs with BK=16 are pruned for it by the
-# resource model) 16x16 tiles 14.0-16.5, 16x8 32.0, decode 66.25 (8x32) / 72.0. 32x16 tiles with
-# BK=32 spill. Column-major B (a Linear layer's [N, K] weights, no packing): decode 11.5 (8x32),
+# and 0 private memory): 16x16 subgroup tiles with B staged, several 32-row K-slices a barrier:
+# fp16 BK=128 5.19 (256x64x128/64sg, the autotuner's pick), BK=64 6.44, BK=32 8.75-10.0; int8
+# BK=256 5.72 (the pick), BK=128 7.0, BK=32-64 9.5-16.5. Not staged: fp16/bf16 32x16 tiles with
+# BK=16 9.25, 16x16 BK=16 13.25, 16x8 18.75, decode 8x32 tiles 24.75, 8x16 tiles 30.0, BK=32
+# 26.5; int8 16x8 30.5, decode 66.25 (8x32) / 72.0 (configs with BK=16 are pruned for int8: K=32
+# per DPAS). 32x16 tiles with BK=32 spill; fp16 BK=256 (16 words a work item: not staged) spills
+# and is pruned. Column-major B (a Linear layer's [N, K] weights, no packing): decode 11.5 (8x32),
 # 20.5 / 16.5 (8x16, BK=16 / 32), int8 11.75 (8x32) / 19.0; 16x16 tiles 14.25-14.88, int8 14.5;
 # 32x16 tiles spill 4.9 KB (cold version).
 _DG2_CONFIGS = [
@@ -204,7 +206,10 @@ _DG2_CONFIGS = [
     _c(64, 128, 16, 16, 2),
     _c(256, 128, 16, 64, 2),
     _c(128, 64, 16, 32, 2),     # fp16/bf16: 16x16 subgroup tiles
-    _c(256, 64, 32, 64, 2),     # 16x16 subgroup tiles, B shared by 16 subgroup rows (SLM)
+    _c(256, 64, 128, 64, 2),    # 16x16 subgroup tiles, B shared by 16 subgroup rows (SLM), 4 K-slices a barrier
+    _c(256, 64, 256, 64, 2),    # int8: 8 K-blocks a barrier (fp16: its panel does not split evenly, pruned)
+    _c(256, 64, 64, 64, 2),
+    _c(256, 64, 32, 64, 2),
     _c(128, 64, 32, 32, 2),     # int8: 16x16 subgroup tiles
     _c(64, 64, 32, 16, 2),
     _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles

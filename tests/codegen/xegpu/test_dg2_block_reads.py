@@ -44,6 +44,14 @@ def _config(bm, bn, bk, sg=None):
     ("f16", (128, 64, 16), (200, 128, 80)),
     ("i8", (128, 64, 32), (128, 100, 160)),
     ("f16", (256, 64, 32), (300, 64, 96)),    # 64 subgroups, two K-blocks a k-step
+    # several B descriptors (K-slices of 32 rows) staged in one panel, one barrier a k-step,
+    # DPAS in K-block order: in-bounds and edge workgroups (M and N), odd step counts, a K tail
+    ("f16", (256, 64, 128), (300, 100, 384)),
+    ("f16", (256, 64, 64), (256, 64, 320)),
+    ("f16", (256, 64, 128), (256, 64, 200)),
+    ("bf16", (256, 64, 128), (260, 64, 256)),  # bf16 takes the same 32-bit packing of the panel
+    ("i8", (256, 64, 256), (300, 64, 768)),
+    ("i8", (256, 64, 128), (256, 72, 384)),
     ("f16", (8, 128, 32), (5, 200, 72)),      # decode, two K-blocks, B^T packed per subgroup
 ])
 def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
@@ -140,6 +148,8 @@ def test_int_remainder_after_a_bool_cast(monkeypatch, mode):
 @pytest.mark.parametrize("dtype,tile,staged", [
     ("f16", (128, 64, 16), True), ("i8", (128, 64, 32), True), ("i8", (32, 64, 32), True),
     ("f16", (256, 64, 32), True), ("f16", (64, 64, 32), True),
+    ("f16", (256, 64, 128), True), ("f16", (256, 64, 64), True), ("i8", (256, 64, 256), True),
+    ("f16", (256, 64, 256), False),   # 16 words a work item: not staged (and pruned)
     ("f16", (256, 128, 16), False),   # 32x16 accumulators: staging made the cold version spill
     ("f16", (8, 256, 16), False),     # decode: no subgroup shares a B tile
 ])
