@@ -300,6 +300,60 @@ def test_decode_configs_reach_four_instructions_per_dpas(target):
             assert bin_.hot_loop.dpas == dpas and bin_.hot_loop.per_dpas <= 4.0, f"{cfg}: {bin_.hot_loop_text()}"
 
 
+# The decode pick (8x4096x4096) without timing runs. matmul._perf_model scales each config by what
+# a subgroup's k-loop issues per DPAS at best (DPAS + the blocking plan's 2D block loads + loop
+# control): 8x512x64 over 8 subgroups (8x64 subgroup tiles, 256 GRF) beats the same workgroup
+# tile over 16 (8x32) and 8x256x64/8sg, which it tied before. Intel's compiler, pvc / bmg: fp16
+# 2.88 / 2.62 instructions per DPAS, int8 3.5 / 2.88 (the 8x32 tiles: fp16 3.88 / 3.25, int8
+# 5.5 / 4.5).
+@pytest.mark.parametrize("dtype", ["fp16", "int8"])
+@pytest.mark.parametrize("target", ["pvc", "bmg"])
+def test_library_decode_pick_reaches_four_instructions_per_dpas(target, dtype, monkeypatch):
+    import importlib
+    mm = importlib.import_module("xejit.matmul")
+    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
+    monkeypatch.setattr(mm, "_TUNERS", {})
+    np_t, acc_t, acc, k = {"fp16": (F16, np.float32, f32, 16), "int8": (np.int8, np.int32, i32, 32)}[dtype]
+    a, b, c, M, N, K = _gemm_args(np_t, M=8, acc=acc_t)
+    tuner = mm.gemm_tuner(target)
+    # The compiler's prune is skipped here (it builds every config): the pick is built below and
+    # must pass what that prune checks (no spill, no private memory), or the test fails.
+    monkeypatch.setattr(tuner, "_prune_by_compiler", lambda keep, pruned, *_: (keep, pruned))
+    kw = {"ACC": acc, "HAS_BIAS": False, "ACT": None}
+    keep, _ = tuner.prune(tuner._named((a, b, c, c, M, N, K), kw), kw, target=target)
+    assert len(keep) == 1, keep
+    pick = keep[0]
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 64, 8), pick
+    ck = gemm_kernel.compile(a, b, c, c, M, N, K, target=target, **kw, **pick.all_kwargs())
+    bin_ = ck.device_binary
+    assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
+    dpas = (512 // 8 // 16) * (64 // k)
+    assert bin_.hot_loop.dpas == dpas and bin_.hot_loop.per_dpas <= 4.0, bin_.hot_loop_text()
+
+
+def test_perf_model_counts_the_blocking_plans_loads_per_dpas():
+    """The k-step figures the perf model scales by come from the blocking pass's plan: fp16 64x32
+    subgroup tiles with BK=64 load A in 4 messages (32 rows x 64 bytes) and B in 2 (VNNI, 32 rows
+    of two blocks) for 64 DPAS; int8 8x64 tiles 1 + 2 for 8 DPAS; column-major B one transposed
+    load per DPAS B block (blocking.TRANSPOSED_B_BLOCKS_PER_LOAD); fp32 on FMA has none."""
+    from xejit.autotuner import estimate_gemm
+    from xejit.codegen.passes import blocking
+
+    def figures(dtype, bm, bn, bk, nsg, grf, col_b=False, acc=f32, prec=None):
+        a = np.empty((64, 64), dtype)
+        b = np.empty((64, 64), dtype).T if col_b else np.empty((64, 64), dtype)
+        e = estimate_gemm("pvc", bm, bn, bk, nsg, grf, a, b, a, acc, prec)
+        return e.get("dpas_per_kstep"), e.get("loads_per_kstep")
+
+    assert figures(F16, 256, 256, 64, 32, "256") == (64, 6)
+    assert figures(F16, 8, 512, 64, 16, "default") == (8, 4)
+    assert figures(np.int8, 8, 512, 64, 8, "256", acc=i32) == (8, 3)
+    assert blocking.TRANSPOSED_B_BLOCKS_PER_LOAD == 1
+    assert figures(F16, 256, 128, 32, 32, "256", col_b=True) == (16, 1 + 4)
+    assert figures(np.float32, 128, 128, 32, 16, "256", prec="tf32") == (32, 2 + 2)
+    assert figures(np.float32, 128, 128, 32, 16, "256") == (None, None)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["pvc", "bmg"])
 @pytest.mark.parametrize("dtype", ["f16", "i8", "f32"])
