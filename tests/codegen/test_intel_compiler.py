@@ -277,6 +277,24 @@ def test_library_pick_for_4096_cubed_is_spill_free_and_dense(target, dtype, monk
     assert bin_.hot_loop.prefetches == PICK_PREFETCHES[target], bin_.hot_loop_text()
 
 
+def test_32x32_subgroup_tiles_at_bk_32_reach_two_instructions_per_dpas_on_pvc():
+    """128x128x32 over 16 subgroups (32x32 subgroup tiles, 16 DPAS per k-step) on pvc: the k-step's
+    A and B tiles are prefetched in 16-row blocks, A's by subgroups 0-7 and B's by 8-15
+    (``split_prefetch``), one message per subgroup: 35 -> 32 instructions (2.19 -> 2.0; each
+    prefetch is a send, a coordinate and IGC's no-op read of its payload). bmg: 1.88. With the
+    result in fp16 (or bf16), as ``xejit.matmul`` and ``bench_device_code.py`` make it; an fp32
+    result gets one more sync from IGC's scheduler ahead of the payload read (35 -> 33, 2.06)."""
+    cfg = next(c for c in configs_for("pvc") if (c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"],
+                                                 c.num_subgroups) == (128, 128, 32, 16))
+    a, b, c, M, N, K = _gemm_args(acc=F16)
+    ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="pvc", **cfg.all_kwargs())
+    assert "subgroups = [0, 8]" in ck.asm["xegpu"] and "subgroups = [8, 16]" in ck.asm["xegpu"]
+    bin_ = ck.device_binary
+    assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
+    h = bin_.hot_loop
+    assert (h.dpas, h.block_loads, h.prefetches) == (16, 2, 1) and h.per_dpas <= 2.0, bin_.hot_loop_text()
+
+
 @pytest.mark.parametrize("target", ["pvc", "bmg"])
 def test_decode_configs_reach_four_instructions_per_dpas(target):
     """The decode-shape configs (BM=8) build without spill or private memory within 4 instructions
