@@ -227,13 +227,16 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     tuning is limited (``XEJIT_MATMUL_TUNE``).
 
     With ``target`` and the arrays, on targets with DPAS and 2D block IO, the work is scaled by
-    what a subgroup's k-loop issues per DPAS at best: its DPAS, its 2D block loads (the blocking
-    pass's plan, ``estimate_gemm``'s ``loads_per_kstep``) and four instructions of loop control
-    (``isa.LoopMix.ideal_per_dpas`` without prefetches). Workgroup tiles of equal shape split over
-    fewer subgroups have larger subgroup tiles and fewer loads per DPAS: decode's 8x512x64 is
-    8x64 per subgroup over 8 subgroups (16 fp16 DPAS, 6 loads) against 8x32 over 16 (8 DPAS, 4
-    loads), measured by Intel's compiler at pvc 2.88 / 3.88 instructions per DPAS in fp16 and
-    3.5 / 5.5 in int8."""
+    what a subgroup's k-loop issues per DPAS at best: its DPAS, two instructions per 2D block load
+    (the send and the write of its coordinate into its address payload, which the XeGPU lowering
+    makes per message; the loads from the blocking pass's plan, ``estimate_gemm``'s
+    ``loads_per_kstep``) and four instructions of loop control. Workgroup tiles of equal shape
+    split over fewer subgroups have larger subgroup tiles and fewer loads per DPAS: decode's
+    8x512x64 is 8x64 per subgroup over 8 subgroups (16 fp16 DPAS, 6 loads) against 8x32 over 16
+    (8 DPAS, 4 loads), measured by Intel's compiler at pvc 2.88 / 3.88 instructions per DPAS in
+    fp16 and 3.5 / 5.5 in int8; column-major fp16 B (one transposed load per DPAS B block) takes
+    64x32 tiles with BK=32 (6 loads for 32 DPAS: pvc 1.94, bmg 1.78) over 32x32 tiles with BK=128
+    (20 for 64: 2.17 / 1.97)."""
     cores = os.cpu_count() or 1
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
     padded = wgs * BM * BN * max(int(K), 1)
@@ -246,7 +249,7 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     est = estimate_gemm(t, BM, BN, BK, num_subgroups, grf_mode or "default", a, b, c if c is not None else a,
                         ACC or f32, PRECISION)
     dpas, loads = est.get("dpas_per_kstep"), est.get("loads_per_kstep")
-    return cost * (dpas + loads + 4) / dpas if dpas else cost
+    return cost * (dpas + 2 * loads + 4) / dpas if dpas else cost
 
 
 #: configs a new shape builds when ``XEJIT_MATMUL_TUNE`` is unset (see :func:`tune_limit`)

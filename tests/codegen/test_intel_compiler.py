@@ -319,8 +319,8 @@ def test_decode_configs_reach_four_instructions_per_dpas(target):
 
 
 # The decode pick (8x4096x4096) without timing runs. matmul._perf_model scales each config by what
-# a subgroup's k-loop issues per DPAS at best (DPAS + the blocking plan's 2D block loads + loop
-# control): 8x512x64 over 8 subgroups (8x64 subgroup tiles, 256 GRF) beats the same workgroup
+# a subgroup's k-loop issues per DPAS at best (DPAS + a send and a coordinate per 2D block load of
+# the blocking plan + loop control): 8x512x64 over 8 subgroups (8x64 subgroup tiles, 256 GRF) beats the same workgroup
 # tile over 16 (8x32) and 8x256x64/8sg, which it tied before. Intel's compiler, pvc / bmg: fp16
 # 2.88 / 2.62 instructions per DPAS, int8 3.5 / 2.88 (the 8x32 tiles: fp16 3.88 / 3.25, int8
 # 5.5 / 4.5).
@@ -347,6 +347,33 @@ def test_library_decode_pick_reaches_four_instructions_per_dpas(target, dtype, m
     assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
     dpas = (512 // 8 // 16) * (64 // k)
     assert bin_.hot_loop.dpas == dpas and bin_.hot_loop.per_dpas <= 4.0, bin_.hot_loop_text()
+
+
+# The fp16 column-major-B pick (a @ b.T, b stored [N, K]) without timing runs: the perf model counts
+# a send and a coordinate write per 2D block load, so 64x32 subgroup tiles with BK=32 (256x256x32,
+# 32 subgroups: 2 A + 4 transposed B loads for 32 DPAS) beat 32x32 tiles with BK=128
+# (256x128x128: 4 + 16 for 64), which it picked when a load counted once. Intel's compiler, pvc /
+# bmg: 1.94 / 1.78 instructions per DPAS (256x128x128: 2.17 / 1.97). The autotuner's full prune:
+# Intel's compiler drops 256x256x64/32sg, which spills 1280 / 1600 B with column-major B (builds
+# every config: ~1-2 minutes per target on a cold cache).
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["pvc", "bmg"])
+def test_library_column_major_b_pick_reaches_two_instructions_per_dpas(target, monkeypatch):
+    import importlib
+    mm = importlib.import_module("xejit.matmul")
+    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
+    monkeypatch.setattr(mm, "_TUNERS", {})
+    a, c = np.empty((4096, 4096), F16), np.empty((4096, 4096), F16)
+    b = np.empty((4096, 4096), F16).T
+    tuner = mm.gemm_tuner(target)
+    kw = {"ACC": f32, "HAS_BIAS": False, "ACT": None}
+    keep, _ = tuner.prune(tuner._named((a, b, c, c, 4096, 4096, 4096), kw), kw, target=target)
+    assert len(keep) == 1, keep
+    pick = keep[0]
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (256, 256, 32, 32), pick
+    bin_ = gemm_kernel.compile(a, b, c, c, 4096, 4096, 4096, target=target, **kw, **pick.all_kwargs()).device_binary
+    assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
+    assert bin_.hot_loop.dpas == 32 and bin_.hot_loop.per_dpas <= 2.0, bin_.hot_loop_text()
 
 
 def test_perf_model_counts_the_blocking_plans_loads_per_dpas():
