@@ -4,7 +4,7 @@
     python benchmarks/bench_device_code.py --targets pvc --dtypes fp16 --jobs 2
     python benchmarks/bench_device_code.py --variants colB bias_relu tf32 --targets pvc bmg
 
-For each config of ``xejit.kernels.gemm.configs_for(target)`` (4096^3, row-major operands) the
+For each config of ``xejit.kernels.gemm.configs_for(target)`` (4096^3, or M x 4096 x 4096 with ``--M``; row-major operands) the
 kernel is compiled for the target and built by Intel's compiler (ocloc) in the config's
 ``grf_mode``. ``--variants`` picks the cases: ``rowB`` (a @ b, row-major), ``colB`` (a @ b.T with b
 stored [N, K]: transposed / VNNI-transposed 2D block loads), ``bias_relu`` (the bias + ReLU epilogue),
@@ -48,7 +48,7 @@ def _arrays(dtype: str, M: int, N: int, K: int, col_b: bool = False):
 
 
 def one(job: tuple) -> dict:
-    target, dtype, index, variant, *per_load = job
+    target, dtype, index, variant, M, *per_load = job
     import xejit.ir.core as irc
     from xejit.codegen.passes import blocking
     if per_load:
@@ -57,7 +57,7 @@ def one(job: tuple) -> dict:
     from xejit.kernels.gemm import configs_for, gemm_kernel
 
     cfg = configs_for(target)[index]
-    M = N = K = 4096
+    N = K = 4096
     a, b, c = _arrays(dtype, M, N, K, col_b=variant.startswith("colB"))
     acc = irc.i32 if dtype == "int8" else irc.f32
     kw = dict(cfg.kwargs)
@@ -65,8 +65,8 @@ def one(job: tuple) -> dict:
         kw.update(HAS_BIAS=True, ACT="relu")
     if variant.endswith("tf32"):
         kw.update(PRECISION="tf32")
-    row = {"target": target, "dtype": dtype, "variant": variant, "config": f"{kw['BM']}x{kw['BN']}x{kw['BK']}/{cfg.num_subgroups}sg",
-           "grf_mode": cfg.grf_mode, "num_stages": cfg.num_stages}
+    row = {"target": target, "dtype": dtype, "variant": variant, "M": M, "config": f"{kw['BM']}x{kw['BN']}x{kw['BK']}/{cfg.num_subgroups}sg",
+           "grf_mode": cfg.grf_mode, "num_stages": cfg.num_stages, "cfg": str(cfg)}
     est = estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc,
                         kw.get("PRECISION"))
     row["static"] = "; ".join(est["problems"]) or "fits"
@@ -113,20 +113,30 @@ def table(rows: list[dict]) -> str:
 
 
 def picks(rows: list[dict]) -> list[dict]:
-    """Per target, dtype and variant, the row of the config the autotuner launches for 4096^3 without
-    timing runs (``XEJIT_MATMUL_TUNE=0``): of the configs neither its resource model nor Intel's
-    compiler prunes (spill, private memory in the hot loop), the first by ``matmul._perf_model``
-    in ``configs_for`` order. With timing runs on a GPU it times these same configs."""
-    from xejit.matmul import _perf_model
+    """Per target, dtype and variant, the row of the config the autotuner launches for Mx4096x4096
+    without timing runs (``XEJIT_MATMUL_TUNE=0``): of the configs neither its resource model, its
+    shape prune nor Intel's compiler prunes (spill, private memory in the hot loop), the first by
+    ``matmul._perf_model`` in ``configs_for`` order. With timing runs on a GPU it times these same
+    configs."""
+    from xejit.ir.core import f32, i32
+    from xejit.kernels.gemm import configs_for
+    from xejit.matmul import _perf_model, _shape_prune
     out, groups = [], {}
     for r in rows:
-        groups.setdefault((r["target"], r["dtype"], r["variant"]), []).append(r)
-    for grp in groups.values():
+        groups.setdefault((r["target"], r["dtype"], r["variant"], r.get("M", 4096)), []).append(r)
+    for (target, dtype, variant, M), grp in groups.items():
+        shaped = {str(cfg) for cfg in _shape_prune(configs_for(target), {"M": M, "N": 4096})}
         ok = [r for r in grp if "error" not in r and r["static"] == "fits" and not r["spill_bytes"]
-              and not ((r.get("hot_loop") or {}).get("private_sends"))]
+              and not ((r.get("hot_loop") or {}).get("private_sends")) and r["cfg"] in shaped]
+        a, b, c = _arrays(dtype, M, 4096, 4096, col_b=variant.startswith("colB"))
+        extra = {"PRECISION": "tf32"} if variant.endswith("tf32") else {}
+
+        def cost(r: dict) -> float:
+            bm, bn, bk = map(int, r["config"].split("/")[0].split("x"))
+            return _perf_model(M, 4096, 4096, bm, bn, bk, int(r["config"].split("/")[1][:-2]), target=target,
+                               a=a, b=b, c=c, ACC=i32 if dtype == "int8" else f32, grf_mode=r["grf_mode"], **extra)
         if ok:
-            out.append(min(ok, key=lambda r: _perf_model(4096, 4096, 4096, **dict(zip(
-                ("BM", "BN", "BK"), map(int, r["config"].split("/")[0].split("x")))))))
+            out.append(min(ok, key=cost))
     return out
 
 
@@ -136,6 +146,7 @@ def main() -> int:
     p.add_argument("--dtypes", nargs="+", default=["fp16", "bf16", "fp32", "int8"], choices=list(DTYPES))
     p.add_argument("--variants", nargs="+", default=["rowB"], choices=VARIANTS)
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--M", type=int, default=4096, help="rows of A and C (8: decode; N = K = 4096)")
     p.add_argument("--transposed-b-blocks", type=int, choices=(1, 2), default=None,
                    help="DPAS B blocks per transposed load of column-major B (default: the compiler's)")
     p.add_argument("--out", default=str(Path(__file__).parent / "results" / "device_code.json"))
@@ -144,7 +155,7 @@ def main() -> int:
     from xejit.kernels.gemm import configs_for
     tc = require_toolchain()
     extra = (args.transposed_b_blocks,) if args.transposed_b_blocks else ()
-    jobs = [(t, d, i, v, *extra) for v in args.variants for t in args.targets for d in args.dtypes
+    jobs = [(t, d, i, v, args.M, *extra) for v in args.variants for t in args.targets for d in args.dtypes
             for i in range(len(configs_for(t)))
             if not (v.endswith("tf32") and d != "fp32") and not (v == "colB" and d == "fp32")]
     t0 = time.perf_counter()
@@ -152,7 +163,7 @@ def main() -> int:
         rows = list(pool.map(one, jobs))
     print(f"Intel's compiler: {tc.describe()}; {len(rows)} builds in {time.perf_counter() - t0:.0f} s")
     print(table(rows))
-    print("\nthe autotuner's pick for 4096^3 (no timing runs: its perf model over the configs it keeps):")
+    print(f"\nthe autotuner's pick for {args.M}x4096x4096 (no timing runs: its perf model over the configs it keeps):")
     print(table(picks(rows)))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"toolchain": tc.describe(), "rows": rows, "picks": picks(rows)}, indent=1))

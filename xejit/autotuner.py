@@ -50,9 +50,10 @@ from .errors import XejitError
 from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.intel_compiler import find_toolchain
+from .codegen.passes.blocking import operand_plan
 from .codegen.targets import check_block_shape, get_target
 from .device_launch import resolve_target
-from .ir.core import ScalarType, f32, scalar_type_from_numpy
+from .ir.core import ArrayType, ScalarType, f32, scalar_type_from_numpy
 from .runtime import default_device
 from .runtime.cache import default_cache, key_of
 from .runtime.usm_array import UsmArray
@@ -278,7 +279,33 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         block("A block", a_t.bitwidth, sm, BK, "load", lim.max_height)
         block("B block", b_t.bitwidth, BK, sn, "load_transform" if b_t.bitwidth < 32 else "load", lim.max_height)
         block("C block", c_t.bitwidth, sm, sn, "store", lim.store_max_height)
+        if k is not None and not problems and not fma:
+            out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, _array_order(b_type)))
     return out
+
+
+def _array_order(x: Any) -> tuple[int, ...]:
+    """The memory order of a 2D array argument (row-major for a bare dtype)."""
+    if isinstance(x, ScalarType) or not hasattr(x, "shape"):
+        return (1, 0)
+    _, shape, strides, _ = array_facts(x)
+    return memory_order(shape, strides) if len(shape) == 2 else (1, 0)
+
+
+def _kstep_messages(t: Any, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t: Any,
+                    b_order: tuple[int, ...]) -> dict[str, int]:
+    """A subgroup's DPAS and 2D block load messages per k-step, from the blocking pass's own plan
+    of its A [sm, BK] and B [BK, sn] tiles (``blocking.operand_plan``): a message the plan makes
+    a gather (or a tile it cannot split) counts as one per register block."""
+    loads = 0
+    for role, shape, dt, order in (("A", (sm, BK), a_t, (1, 0)), ("B", (BK, sn), b_t, b_order)):
+        try:
+            plan = operand_plan(t, role, shape, dt, k, ArrayType(dt, 2, order))
+        except ValueError:
+            return {}
+        loads += len(plan.desc_origins())
+    dpas = -(-sm // t.dpas.max_m) * (sn // t.dpas.n) * (BK // k)
+    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads}
 
 
 def gemm_resources(a: str = "a", b: str = "b", c: str = "c", BM: str = "BM", BN: str = "BN",

@@ -30,6 +30,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -39,9 +40,9 @@ import numpy as np
 
 from .errors import XejitTypeError, XejitValueError
 from . import language as xl, options
-from .autotuner import autotune, current_target, gemm_resources
+from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
 from .codegen.targets import get_target
-from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
+from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits
 from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, convert_kernel,
                            gemm_kernel, gemm_packed_kernel, gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
@@ -219,14 +220,36 @@ def _shape_prune(configs, named, **kwargs):
     return keep or [min(configs, key=lambda c: c.kwargs["BM"] * c.kwargs["BN"])]
 
 
-def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, **_):
+def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None, b=None, c=None, ACC=None,
+                PRECISION=None, grf_mode="default", **_):
     """A rough relative cost of a config: the padded work over the workgroups that run at once,
     with a penalty for small tiles (more operand traffic per flop). Used to rank configs when
-    tuning is limited (``XEJIT_MATMUL_TUNE``)."""
+    tuning is limited (``XEJIT_MATMUL_TUNE``).
+
+    With ``target`` and the arrays, on targets with DPAS and 2D block IO, the work is scaled by
+    what a subgroup's k-loop issues per DPAS at best: its DPAS, two instructions per 2D block load
+    (the send and the write of its coordinate into its address payload, which the XeGPU lowering
+    makes per message; the loads from the blocking pass's plan, ``estimate_gemm``'s
+    ``loads_per_kstep``) and four instructions of loop control. Workgroup tiles of equal shape
+    split over fewer subgroups have larger subgroup tiles and fewer loads per DPAS: decode's
+    8x512x64 is 8x64 per subgroup over 8 subgroups (16 fp16 DPAS, 6 loads) against 8x32 over 16
+    (8 DPAS, 4 loads), measured by Intel's compiler at pvc 2.88 / 3.88 instructions per DPAS in
+    fp16 and 3.5 / 5.5 in int8; column-major fp16 B (one transposed load per DPAS B block) takes
+    64x32 tiles with BK=32 (6 loads for 32 DPAS: pvc 1.94, bmg 1.78) over 32x32 tiles with BK=128
+    (20 for 64: 2.17 / 1.97)."""
     cores = os.cpu_count() or 1
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
     padded = wgs * BM * BN * max(int(K), 1)
-    return padded / min(wgs, 4 * cores) * (1 + 8 / BM + 8 / BN + 4 / BK)
+    cost = padded / min(wgs, 4 * cores) * (1 + 8 / BM + 8 / BN + 4 / BK)
+    if target is None or a is None or b is None:
+        return cost
+    t = get_target(target) if isinstance(target, str) else target
+    if t.dpas is None or t.block_io is None:
+        return cost
+    est = estimate_gemm(t, BM, BN, BK, num_subgroups, grf_mode or "default", a, b, c if c is not None else a,
+                        ACC or f32, PRECISION)
+    dpas, loads = est.get("dpas_per_kstep"), est.get("loads_per_kstep")
+    return cost * (dpas + 2 * loads + 4) / dpas if dpas else cost
 
 
 #: configs a new shape builds when ``XEJIT_MATMUL_TUNE`` is unset (see :func:`tune_limit`)
@@ -261,7 +284,7 @@ def gemm_tuner(target: str | None = None):
         warmup, rep = opts.matmul_tune_warmup_ms, opts.matmul_tune_rep_ms
         prune = {"early_config_prune": _shape_prune}
         if limit is not None:
-            prune.update(perf_model=_perf_model, top_k=limit)
+            prune.update(perf_model=functools.partial(_perf_model, target=target), top_k=limit)
         tuner = autotune(configs_for(target), key=["M", "N", "K"], prune_configs_by=prune,
                          warmup=warmup, rep=rep, resources=gemm_resources("a", "b", "c"))(gemm_kernel)
         _TUNERS[(target, limit)] = tuner

@@ -160,7 +160,8 @@ _XE_CONFIGS = [
     _c(256, 128, 32, 16, 3, "256"),
     _c(128, 256, 32, 16, 3, "256"),
     # 32x32 subgroup tiles with BK=32 fill the default register file and spill 2.2-2.4 KB (Intel's
-    # compiler, benchmarks/bench_device_code.py): they take the large one, or BK=16.
+    # compiler, benchmarks/bench_device_code.py): they take the large one, or BK=16. 128x128x32/16sg:
+    # pvc 2.0 instructions per DPAS (16-row split prefetch; 2.19 with two prefetches), bmg 1.88.
     _c(128, 128, 32, 16, 3, "256"),
     _c(128, 128, 32, 8, 3, "256"),
     _c(64, 128, 32, 8, 3, "256"),

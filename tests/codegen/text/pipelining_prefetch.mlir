@@ -1,7 +1,8 @@
-// RUN: --passes pipelining --target pvc --num-stages 2
+// RUN: --passes pipelining --target bmg --num-stages 2
 // Cooperative prefetch (XeTile RFC appendix 2.1): A 32x16 f32 over 4 subgroups is prefetched in
 // 8x16 blocks (sg_layout [4, 1]), B 16x32 in [2, 2] x [8, 16]; num_stages = 2 prefetches twice before
 // the loop, and the loop carries the prefetch tiles, prefetching and advancing each once per step.
+// (bmg: on pvc the two tiles are split over subgroup ranges, 16-row blocks: split_prefetch.)
 func.func @matmul(%a: memref<?x?xf32>, %b: memref<?x?xf32>, %c: memref<?x?xf32>, %M: index, %N: index, %K: index) attributes {num_subgroups = 4, num_stages = 3, grf_mode = "default", level = "workgroup"} {
   %0 = xejit.program_id {axis = 0} : index
   %1 = arith.constant 32 : index

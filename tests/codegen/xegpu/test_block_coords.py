@@ -69,7 +69,7 @@ def test_clamp_keeps_far_coordinates_out_of_every_surface():
     pytest.param("f16", 8, 32, 100, 8, marks=pytest.mark.slow),   # decode: B's 2nd K-slice 32 rows down
     pytest.param("f16", 80, 48, 200, 64, marks=pytest.mark.slow),   # A's K-slices and row blocks too
     pytest.param("f16", 72, 40, 40, 64, marks=pytest.mark.slow),    # A too narrow to move, B rows past K
-    pytest.param("i8", 24, 32, 300, 16, marks=pytest.mark.slow),
+    pytest.param("i8", 24, 32, 304, 16, marks=pytest.mark.slow),
     pytest.param("f16", 16, 32, 24, 16, marks=pytest.mark.slow)])   # B's second K-slice below K
 def test_descriptors_on_surfaces_of_their_own_in_a_fast_k_loop(dtype, M, N, K, BM):
     """pvc (no immediate block offsets): each descriptor the fast k-loop moves is based at its
@@ -113,3 +113,23 @@ def test_k_step_prefetch_is_one_message_per_subgroup_on_pvc(target, messages):
     loop = loop[:loop.index("\n\n")]
     assert loop.count("block_read_ap_prefetch") == messages, loop
     assert ("addBlock2DAddressPayloadBlockX" in loop) == (messages == 1)
+
+
+@pytest.mark.parametrize("target,dtype,M,N,K,BM,BN,BK", [
+    ("pvc", "i8", 40, 48, 208, 16, 32, 64),    # 4 int8 per 32-bit unit; N edge, K tail (208 = 3 x 64 + 16)
+    pytest.param("bmg", "i8", 32, 32, 128, 32, 32, 128, marks=pytest.mark.slow),
+    pytest.param("pvc", "f16", 24, 40, 72, 8, 32, 32, marks=pytest.mark.slow),   # 2 fp16 per unit; edges, K tail
+])
+def test_fast_k_loop_counts_in_units_of_transposed_loads(target, dtype, M, N, K, BM, BN, BK):
+    """Column-major 8- / 16-bit B (transposed loads of 32-bit units): the fast k-loop counts in
+    those units and each transposed load's x is the counter plus a loop-invariant (no shift per
+    load); A's coordinates take the counter shifted back to elements. Results against numpy,
+    under emulation (the fast version taken, K not a multiple of BK)."""
+    case = gemm_case(gemm, dtype, M, N, K, BM, BN, BK, b_colmajor=True)
+    res = lower_xegpu.lower(case["fn"], target, {"emulate": True, "version_loops": True})
+    text = _fast_loop(res)
+    n = 2 if dtype == "i8" else 1
+    step = re.search(r"%\"?[\w.]+\"? = add i32 %\"?iv\"?, (\d+)", text)
+    assert step and int(step.group(1)) == BK >> n, "the fast loop does not count in 32-bit units"
+    run_device(res, case["grid"], case["args"], 16)
+    check_result(case, 0 if dtype == "i8" else 1e-2)

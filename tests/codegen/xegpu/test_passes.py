@@ -188,6 +188,21 @@ def test_no_prefetch_without_2d_block_io_or_when_the_user_prefetches():
     assert sum(op.name == "xetile.prefetch_tile" for op in wg.walk()) == 1       # the user's (A only)
 
 
+def test_split_prefetch_takes_the_tallest_blocks_that_give_one_per_subgroup():
+    """A k-step's tiles in blocks of 32, 16 or 8 rows x 64 bytes, the tallest whose count is the
+    subgroup count: 256x256x64 fp16 over 32 subgroups 32-row blocks (16 + 16); 128x128x32 over 16
+    16-row blocks (8 + 8; 32-row blocks give 4 + 4); none for 256x128x32 over 32 (12, 24, 48)."""
+    def blocks(shapes, n):
+        lays = pipelining.split_prefetch(shapes, 2, n)
+        return None if lays is None else [(tuple(l.sg_layout), tuple(l.sg_data)) for l in lays]
+
+    assert blocks([(256, 64), (64, 256)], 32) == [((16, 2), (32, 32)), ((4, 8), (32, 32))]
+    assert blocks([(128, 32), (32, 128)], 16) == [((16, 1), (16, 32)), ((4, 4), (16, 32))]
+    assert blocks([(128, 32), (32, 128)], 8) == [((8, 1), (32, 32)), ((2, 4), (32, 32))]
+    assert blocks([(256, 32), (32, 128)], 32) is None
+    assert blocks([(8, 64), (64, 512)], 16) is None
+
+
 @pytest.mark.parametrize("target,dtype,a_map,b_map", [
     ("pvc", "bf16", (1, 16, 1, 1), (1, 16, 2, 1)),
     ("pvc", "f16", (1, 16, 1, 1), (1, 16, 2, 1)),

@@ -207,6 +207,75 @@ def _tile_classes(fn: Function) -> tuple[_UnionFind, dict[int, set], dict[int, O
 # ----------------------------------------------------------------------------------------------
 
 
+def operand_plan(target: Target, role: str, shape: tuple[int, int], dt: Any, k: int,
+                 arr: ArrayType) -> TilePlan:
+    """How one subgroup tile of ``role`` (A, B: DPAS operands with DPAS depth ``k``; C: plain
+    blocks) of ``arr`` is read on ``target``: register blocks, 2D block loads (height, array
+    length, transposed blocks per load) or per-element gathers with the reason. The autotuner's
+    perf model counts a k-step's load messages from it (``len(plan.desc_origins())``). Raises
+    ValueError when the tile does not split into the role's register blocks."""
+    R, C = shape
+    bits = dt.bitwidth
+    colmajor = arr.rank == 2 and tuple(arr.order) == (0, 1)
+    lim = target.block_io
+    n = target.dpas.n
+    if role == "A":
+        bh, bw = min(8, R), k
+    elif role == "B":
+        bh, bw = k, n
+    else:
+        bh, bw = min(8, R), min(n, C)
+    if R % bh or C % bw or (role != "C" and bh & (bh - 1)):
+        raise ValueError(f"tile {R}x{C} of {dt} does not split into {bh}x{bw} blocks for the "
+                         f"{role} operand of a DPAS on {target.name}")
+    packed = role == "B" and bits < 32
+    plan = TilePlan(role, "2d", (R, C), dt, bh, bw, packed=packed)
+
+    def fallback(reason: str) -> TilePlan:
+        return TilePlan(role, "gather", (R, C), dt, bh, bw, packed=packed, reason=reason)
+
+    if colmajor:
+        if role != "B":
+            return fallback("column-major tile: 2D block loads of a column-major "
+                            f"{'A operand' if role == 'A' else 'tile'} are not supported (transposed "
+                            "loads are used for B only)")
+        # 8- and 16-bit B: a transposed load of 32-bit units; a unit holds consecutive K
+        # elements of one column, lower K in the lower bits -- exactly the DPAS B (VNNI) layout.
+        plan.transposed = True
+        plan.lh, plan.al = bh, 1
+        if lim is not None:
+            why = check_block_shape(target, 32, bh * bits // 32, bw, 1, op="load_transpose")
+            if why:
+                return fallback(why)
+            # A transposed load is at most 8 words wide (one DPAS B block deep), so the
+            # fewest loads come from its height: 2 x N rows give two B blocks side by side.
+            tn = TRANSPOSED_B_BLOCKS_PER_LOAD
+            while tn > 1 and ((C // bw) % tn or check_block_shape(target, 32, bh * bits // 32,
+                                                                   tn * bw, 1, op="load_transpose")):
+                tn //= 2
+            plan.tn = tn
+    else:
+        plan.lh = min(R, 32)
+        if plan.lh % bh or R % plan.lh:
+            plan.lh = bh
+        max_c = 4 if bits < 32 else 2
+        if lim is not None:
+            max_c = lim.max_count if bits < 32 else lim.max_count_32bit
+        al = 1
+        while al * 2 <= max_c and (al * 2) * bw * bits // 8 <= 64 and (C // bw) % (al * 2) == 0:
+            al *= 2
+        plan.al = al
+        if lim is not None:
+            kind = "load_transform" if packed else "load"
+            why = check_block_shape(target, bits, bw, plan.lh, al, op=kind)
+            if why:
+                return fallback(why)
+    if lim is not None and not arr.aligned16:
+        return fallback("array base or pitch is not 16-byte aligned (2D block IO needs a pitch "
+                        "multiple of 16 bytes)")
+    return plan
+
+
 class _Blocker:
     def __init__(self, fn: Function, target: Target, report: BlockingReport):
         if target.dpas is None:
@@ -292,66 +361,13 @@ class _Blocker:
         return plan
 
     def _make_plan(self, op: Operation, t: TileType, arr: ArrayType, role: str) -> TilePlan:
-        R, C = t.shape
-        dt = t.dtype
-        bits = dt.bitwidth
-        colmajor = arr.rank == 2 and tuple(arr.order) == (0, 1)
-        lim = self.target.block_io
-        if role == "A":
-            bh, bw = min(8, R), self.k_of(op, dt)
-        elif role == "B":
-            bh, bw = self.k_of(op, dt), self.n
-        else:
-            bh, bw = self.c_block(op, t.shape)
-        if R % bh or C % bw or (role != "C" and bh & (bh - 1)):
-            raise self.err(op, f"tile {R}x{C} of {dt} does not split into {bh}x{bw} blocks for the "
-                               f"{role} operand of a DPAS on {self.target.name}")
-        packed = role == "B" and bits < 32
-        plan = TilePlan(role, "2d", (R, C), dt, bh, bw, packed=packed)
-
-        def fallback(reason: str) -> TilePlan:
-            return TilePlan(role, "gather", (R, C), dt, bh, bw, packed=packed, reason=reason)
-
-        if colmajor:
-            if role != "B":
-                return fallback("column-major tile: 2D block loads of a column-major "
-                                f"{'A operand' if role == 'A' else 'tile'} are not supported (transposed "
-                                "loads are used for B only)")
-            # 8- and 16-bit B: a transposed load of 32-bit units; a unit holds consecutive K
-            # elements of one column, lower K in the lower bits -- exactly the DPAS B (VNNI) layout.
-            plan.transposed = True
-            plan.lh, plan.al = bh, 1
-            if lim is not None:
-                why = check_block_shape(self.target, 32, bh * bits // 32, bw, 1, op="load_transpose")
-                if why:
-                    return fallback(why)
-                # A transposed load is at most 8 words wide (one DPAS B block deep), so the
-                # fewest loads come from its height: 2 x N rows give two B blocks side by side.
-                tn = TRANSPOSED_B_BLOCKS_PER_LOAD
-                while tn > 1 and ((C // bw) % tn or check_block_shape(self.target, 32, bh * bits // 32,
-                                                                       tn * bw, 1, op="load_transpose")):
-                    tn //= 2
-                plan.tn = tn
-        else:
-            plan.lh = min(R, 32)
-            if plan.lh % bh or R % plan.lh:
-                plan.lh = bh
-            max_c = 4 if bits < 32 else 2
-            if lim is not None:
-                max_c = lim.max_count if bits < 32 else lim.max_count_32bit
-            al = 1
-            while al * 2 <= max_c and (al * 2) * bw * bits // 8 <= 64 and (C // bw) % (al * 2) == 0:
-                al *= 2
-            plan.al = al
-            if lim is not None:
-                kind = "load_transform" if packed else "load"
-                why = check_block_shape(self.target, bits, bw, plan.lh, al, op=kind)
-                if why:
-                    return fallback(why)
-        if lim is not None and not arr.aligned16:
-            return fallback("array base or pitch is not 16-byte aligned (2D block IO needs a pitch "
-                            "multiple of 16 bytes)")
-        return plan
+        k = self.k_of(op, t.dtype) if role in ("A", "B") else 0
+        if role == "C":
+            self.c_block(op, t.shape)
+        try:
+            return operand_plan(self.target, role, t.shape, t.dtype, k, arr)
+        except ValueError as e:
+            raise self.err(op, str(e)) from None
 
     def store_plan(self, op: Operation, t: TileType, arr: ArrayType) -> TilePlan:
         R, C = t.shape

@@ -55,19 +55,26 @@ def prefetch_layout(shape: tuple[int, int], elem_bytes: int, n: int) -> Layout |
 
 def split_prefetch(shapes: list[tuple[int, int]], elem_bytes: int, n: int) -> list[Layout] | None:
     """Layouts that prefetch all of ``shapes`` (row-major [R, C] tiles of one k-step) with one
-    message per subgroup: tile i in blocks of 32 rows x 64 bytes, issued by a range of the ``n``
+    message per subgroup: tile i in blocks of h rows x 64 bytes, issued by a range of the ``n``
     subgroups of its own (``subgroups = [lo, hi]``; the layout repeats its blocks over the other
-    subgroups, which skip it). None unless the blocks add up to exactly ``n``. A k-step of the
-    256x256x64 fp16 GEMM over 32 subgroups: A's 16 blocks by subgroups 0-15, B's by 16-31,
-    instead of two 1 KB prefetches per subgroup."""
+    subgroups, which skip it). h is the tallest of 32, 16, 8 rows whose blocks add up to exactly
+    ``n``; None when none does. A k-step of the 256x256x64 fp16 GEMM over 32 subgroups: A's 16
+    blocks of 32 rows by subgroups 0-15, B's by 16-31, instead of two 1 KB prefetches per
+    subgroup; 128x128x32 over 16: 16-row blocks, A's 8 by subgroups 0-7, B's by 8-15."""
     w = max(1, 64 // elem_bytes)
-    out, total = [], 0
-    for R, C in shapes:
-        if R % 32 or C % w or n % (C // w):
-            return None
-        total += R // 32 * (C // w)
-        out.append(Layout((n // (C // w), C // w), (32, w)))
-    return out if total == n else None
+    for h in (32, 16, 8):
+        if h < MIN_PREFETCH_ROWS:
+            break
+        out, total = [], 0
+        for R, C in shapes:
+            if R % h or C % w or n % (C // w):
+                break
+            total += R // h * (C // w)
+            out.append(Layout((n // (C // w), C // w), (h, w)))
+        else:
+            if total == n:
+                return out
+    return None
 
 
 def _loop_invariant(v: Value, loop: Operation) -> bool:
@@ -136,7 +143,7 @@ def _pipeline(loop: Operation, stages: int, n: int, split: bool = False) -> int:
         if lays is not None:
             lo = 0
             for i, ((upd, init, pt), lay) in enumerate(zip(cands, lays)):
-                cnt = pt.shape[0] // 32 * lay.sg_layout[1]
+                cnt = pt.shape[0] // lay.sg_data[0] * lay.sg_layout[1]
                 cands[i] = (upd, init, TileType(pt.shape, pt.dtype, pt.order, lay, False))
                 ranges[i] = [lo, lo + cnt]
                 lo += cnt
