@@ -42,8 +42,9 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32_to_bf16_bits
-from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, convert_kernel,
-                           gemm_kernel, gemm_packed_kernel, gemv_kernel, pack_a_kernel, pack_b_kernel)
+from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, STRIP_L1_K, STRIP_MAX_K, STRIP_NC,
+                           configs_for, convert_kernel, gemm_kernel, gemm_packed_kernel, gemm_strip_kernel,
+                           gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
 from .runtime import usm
 from .runtime.launch import _usm_owner
@@ -473,27 +474,34 @@ def _scratch(name: str, rows: int, cols: int, dtype: Any) -> np.ndarray:
 
 def _packed(a: Any, b: Any, c: Any) -> None:
     """``c = a @ b`` by packing b into BN-column panels (pack_b_kernel) and a into BM-row strips
-    (pack_a_kernel), both fp32, then the K-blocked gemm_packed_kernel (GotoBLAS-style;
+    (pack_a_kernel), both fp32, then, for K up to STRIP_MAX_K, gemm_strip_kernel (all of K summed
+    in registers, c stored once), else the K-blocked gemm_packed_kernel (GotoBLAS-style;
     kernels/gemm.py), which sums into an fp32 ``c`` (for 16-bit results a scratch one, rounded
     into ``c`` by convert_kernel at the end: rounding at every k slice would lose precision)."""
     M, K = a.shape
     N = b.shape[1]
     cfg = PACKED_CONFIG
-    bn, kc = cfg["BN"], cfg["KC"]
+    bm, bn = cfg["BM"], cfg["BN"]
+    strip = cdiv(K, cfg["BK"]) * cfg["BK"] <= STRIP_MAX_K
+    kc = cfg["BK"] if strip else cfg["KC"]
     kp = cdiv(K, kc) * kc
     panels = cdiv(N, bn)
-    bm = cfg["BM"]
-    # whole MC blocks of strips: the last block's strips past M are zeros in apt, so every
-    # microkernel takes the in-bounds path (a strip past apt's end took the masked k loop over all
-    # of K, ~10x slower per k: 1024^3 52 -> 67 GFLOP per CPU-second; its c rows are not stored)
-    strips = cdiv(M, cfg["MC"]) * (cfg["MC"] // bm)
+    # gemm_packed_kernel: whole MC blocks of strips; the last block's strips past M are zeros in
+    # apt, so every microkernel takes the in-bounds path (a strip past apt's end took the masked
+    # k loop over all of K, ~10x slower per k: 1024^3 52 -> 67 GFLOP per CPU-second; its c rows
+    # are not stored)
+    strips = cdiv(M, bm) if strip else cdiv(M, cfg["MC"]) * (cfg["MC"] // bm)
     bp = _scratch("pack", panels * kp, bn, np.float32)
     apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
     pack_b_kernel[(kp // cfg["BKP"],)](b, bp, N, kp, BKP=cfg["BKP"], BN=bn)
     pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP"])
     c32 = c if _dtype_name(c) == "float32" else _scratch("pack_c", M, N, np.float32)
-    gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
-        apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
+    if strip:
+        nc = STRIP_NC[kp <= STRIP_L1_K]
+        gemm_strip_kernel[(strips, cdiv(N, nc))](apt, bp, c32, M, N, K, kp, nc, BM=bm, BN=bn, BK=cfg["BK"])
+    else:
+        gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
+            apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
     if c32 is not c:
         convert_kernel[(cdiv(M, 8),)](c32, c, N, BR=8, BC=64)
 
