@@ -426,10 +426,13 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     _write(c, z)
 
 
-#: large fp32 GEMMs take the packed kernel when M*N*K reaches this (1024^3): with a and b packed
-#: it did 60-61 GFLOP per CPU-second at 1024^3 against 56 for the gemm_kernel, at 512^3 30 against
-#: 42 (three launches and the packing weigh there; kernels/gemm.py, PACKED_CONFIG)
-_PACKED_MIN_WORK = 1024 ** 3
+#: float GEMMs take the packed kernels when M*N*K reaches this (2^28, 512^3 excluded). xejit.matmul,
+#: fp32, GFLOP per CPU-second, packed (gemm_strip_kernel) / tuned gemm_kernel / numpy, interleaved
+#: medians on the loaded VM: 256^3 28.3 / 30.1 / 12.0; 512^3 54.1 / 38.1 / 26.1; 2048x256x1024
+#: 71.7 / 41.1 / 65.7; 512x2048x512 64.0 / 27.9 / 43.2. 512^3 stays on the tuned kernel all the
+#: same: the packed path builds three kernels (pack_b, pack_a, the GEMM), so a cold first call
+#: (empty cache, fresh process) took 3.5-5.0 s against 1.7 on the loaded VM.
+_PACKED_MIN_WORK = 1 << 28
 
 
 #: operand dtypes the packed kernel takes: the packing widens 16-bit floats to fp32 once
