@@ -260,11 +260,15 @@ _GENERIC_CONFIGS = [
 #: Re-measured on the loaded VM (load 4-5, numpy operands, kernel alone; CPU ms per call and
 #: min-of-medians wall): M=1 BK 32 1.41 / 0.98-1.04 ms, 16 0.91 / 0.56-0.78, 8 0.90 / 0.44-0.72
 #: (32 rows at an 8 KB pitch are 32 streams in one L1 set); M=8 BK 32 3.46, 16 3.67.
+#: Again through xejit.matmul on numpy arrays, interleaved with numpy (load 7-8; wall median /
+#: CPU ms per call, two runs): M=1 BK,slices 16,16 0.87-1.15 / 1.17-1.59; 8,16 0.74-0.96 /
+#: 0.97-1.29; 8,8 0.74-0.92 / 0.90-1.22 (BN 128: 0.68-0.89 / 0.91-1.17); M=8 slices 8 3.24
+#: against 16 3.40 CPU ms, BK 16 4.2.
 #: Rows of b per step, by BM (M rounded up to a power of two):
-GEMV_BK = {1: 16, 2: 32, 4: 32, 8: 32}
+GEMV_BK = {1: 8, 2: 32, 4: 32, 8: 32}
 #: BN by BM (M rounded up to a power of two)
 GEMV_BN = {1: 64, 2: 64, 4: 32, 8: 16}
-GEMV_SLICES = 16
+GEMV_SLICES = 8
 #: the largest M that gemv_kernel takes (its BM is M rounded up to a power of two)
 GEMV_MAX_M = 8
 
