@@ -43,8 +43,9 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits
-from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, configs_for, convert_kernel,
-                           gemm_kernel, gemm_packed_kernel, gemv_kernel, pack_a_kernel, pack_b_kernel)
+from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, STRIP_L1_K, STRIP_MAX_K, STRIP_NC,
+                           configs_for, convert_kernel, gemm_kernel, gemm_packed_kernel, gemm_strip_kernel,
+                           gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
 from .runtime import usm
 from .runtime.launch import _usm_owner
@@ -448,10 +449,13 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     _write(c, z)
 
 
-#: large fp32 GEMMs take the packed kernel when M*N*K reaches this (1024^3): with a and b packed
-#: it did 60-61 GFLOP per CPU-second at 1024^3 against 56 for the gemm_kernel, at 512^3 30 against
-#: 42 (three launches and the packing weigh there; kernels/gemm.py, PACKED_CONFIG)
-_PACKED_MIN_WORK = 1024 ** 3
+#: float GEMMs take the packed kernels when M*N*K reaches this (2^28, 512^3 excluded). xejit.matmul,
+#: fp32, GFLOP per CPU-second, packed (gemm_strip_kernel) / tuned gemm_kernel / numpy, interleaved
+#: medians on the loaded VM: 256^3 28.3 / 30.1 / 12.0; 512^3 54.1 / 38.1 / 26.1; 2048x256x1024
+#: 71.7 / 41.1 / 65.7; 512x2048x512 64.0 / 27.9 / 43.2. 512^3 stays on the tuned kernel all the
+#: same: the packed path builds three kernels (pack_b, pack_a, the GEMM), so a cold first call
+#: (empty cache, fresh process) took 3.5-5.0 s against 1.7 on the loaded VM.
+_PACKED_MIN_WORK = 1 << 28
 
 
 #: operand dtypes the packed kernel takes: the packing widens 16-bit floats to fp32 once
@@ -496,24 +500,34 @@ def _scratch(name: str, rows: int, cols: int, dtype: Any) -> np.ndarray:
 
 def _packed(a: Any, b: Any, c: Any) -> None:
     """``c = a @ b`` by packing b into BN-column panels (pack_b_kernel) and a into BM-row strips
-    (pack_a_kernel), both fp32, then the K-blocked gemm_packed_kernel (GotoBLAS-style;
+    (pack_a_kernel), both fp32, then, for K up to STRIP_MAX_K, gemm_strip_kernel (all of K summed
+    in registers, c stored once), else the K-blocked gemm_packed_kernel (GotoBLAS-style;
     kernels/gemm.py), which sums into an fp32 ``c`` (for 16-bit results a scratch one, rounded
     into ``c`` by convert_kernel at the end: rounding at every k slice would lose precision)."""
     M, K = a.shape
     N = b.shape[1]
     cfg = PACKED_CONFIG
-    bn, kc = cfg["BN"], cfg["KC"]
+    bm, bn = cfg["BM"], cfg["BN"]
+    strip = cdiv(K, cfg["BK"]) * cfg["BK"] <= STRIP_MAX_K
+    kc = cfg["BK"] if strip else cfg["KC"]
     kp = cdiv(K, kc) * kc
     panels = cdiv(N, bn)
-    bm = cfg["BM"]
-    strips = cdiv(M, bm)
+    # gemm_packed_kernel: whole MC blocks of strips; the last block's strips past M are zeros in
+    # apt, so every microkernel takes the in-bounds path (a strip past apt's end took the masked
+    # k loop over all of K, ~10x slower per k: 1024^3 52 -> 67 GFLOP per CPU-second; its c rows
+    # are not stored)
+    strips = cdiv(M, bm) if strip else cdiv(M, cfg["MC"]) * (cfg["MC"] // bm)
     bp = _scratch("pack", panels * kp, bn, np.float32)
     apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
     pack_b_kernel[(kp // cfg["BKP"],)](b, bp, N, kp, BKP=cfg["BKP"], BN=bn)
     pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP"])
     c32 = c if _dtype_name(c) == "float32" else _scratch("pack_c", M, N, np.float32)
-    gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
-        apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
+    if strip:
+        nc = STRIP_NC[kp <= STRIP_L1_K]
+        gemm_strip_kernel[(strips, cdiv(N, nc))](apt, bp, c32, M, N, K, kp, nc, BM=bm, BN=bn, BK=cfg["BK"])
+    else:
+        gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
+            apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
     if c32 is not c:
         convert_kernel[(cdiv(M, 8),)](c32, c, N, BR=8, BC=64)
 

@@ -24,6 +24,23 @@ def packed_calls(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def packed_kernels(monkeypatch):
+    """The names of the GEMM kernels that _packed launches."""
+    seen = []
+
+    class Spy:
+        def __init__(self, k):
+            self.k = k
+
+        def __getitem__(self, grid):
+            seen.append(self.k.fn.__name__)
+            return self.k[grid]
+    for name in ("gemm_strip_kernel", "gemm_packed_kernel"):
+        monkeypatch.setattr(xm, name, Spy(getattr(xm, name)))
+    return seen
+
+
 def _t(x):
     return x.mT if hasattr(x, "mT") and not isinstance(x, np.ndarray) else np.swapaxes(x, -1, -2)
 
@@ -74,3 +91,24 @@ def test_16_bit_floats_take_the_packed_kernel(dtype, lib, packed_calls):
     check(out, reference(a, b), dtype)
     expected = [] if get_target(current_target()).has_block_io else [((100, 270), (270, 90))]
     assert [(tuple(x), tuple(y)) for x, y in packed_calls] == expected
+
+
+@requires_device
+@pytest.mark.parametrize("M,N,K,max_k,kernel", [
+    (70, 80, 1100, 2048, "gemm_strip_kernel"),    # K above STRIP_L1_K: one 16-column panel per program
+    (100, 90, 530, 256, "gemm_packed_kernel"),    # K above STRIP_MAX_K: K-blocked, c summed per slice
+])
+def test_packed_kernel_by_k(M, N, K, max_k, kernel, packed_calls, packed_kernels, monkeypatch):
+    """K up to STRIP_MAX_K sums all of K in registers (gemm_strip_kernel), longer K is blocked
+    (gemm_packed_kernel, its last block of strips past M padded with zeros); both match float64."""
+    from xejit.autotuner import current_target
+    from xejit.codegen.targets import get_target
+    if get_target(current_target()).has_block_io:
+        pytest.skip("the packed kernels are for targets without 2D block IO")
+    monkeypatch.setattr(xm, "STRIP_MAX_K", max_k)
+    rng = np.random.default_rng(K)
+    a, b = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
+    out = poisoned((M, N), "float32", "numpy")
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), "float32")
+    assert packed_kernels == [kernel]

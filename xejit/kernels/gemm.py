@@ -145,6 +145,28 @@ def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
                 xl.store_tile(tc, acc)
 
 
+@kernel
+def gemm_strip_kernel(a, bp, c, M, N, K, Kp, NC, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+    """c[M, N] (fp32) = a @ b for ``a`` the strip view of ``pack_a_kernel`` and ``bp`` the panels
+    of ``pack_b_kernel`` (both with ``Kp`` = K rounded up to BK, zero beyond K): one program per
+    BM-row strip of c and NC columns; each BM x BN tile of c sums all of K in registers and is
+    stored once (no zero fill, no reload per k slice). The strip (BM x K, one contiguous stream)
+    stays in L1 across the NC / BN panels while each KC x BN panel of b streams past it; the
+    caller keeps BM * K small enough for L1 (a strip read again from L2 per panel ran the
+    microkernel at ~75% of its L1 speed)."""
+    i = xl.program_id(0)
+    n0 = xl.program_id(1) * NC
+    for jj in range(0, NC, BN):
+        ta = xl.init_tile(a, [0, i * Kp], [BM, BK])
+        tb = xl.init_tile(bp, [((n0 + jj) // BN) * Kp, 0], [BK, BN])
+        acc = xl.zeros([BM, BN], xl.float32)   # (a run-time zero in the k loop: lower_generic)
+        for k in range(0, K, BK):
+            acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
+            ta = xl.update_tile_offset(ta, 0, BK)
+            tb = xl.update_tile_offset(tb, BK, 0)
+        xl.store_tile(xl.init_tile(c, [i * BM, n0 + jj], [BM, BN]), acc)
+
+
 def _c(bm: int, bn: int, bk: int, sg: int, stages: int = 3, grf: str = "default") -> Config:
     return Config({"BM": bm, "BN": bn, "BK": bk}, num_subgroups=sg, num_stages=stages, grf_mode=grf)
 
@@ -252,11 +274,15 @@ _GENERIC_CONFIGS = [
 #: Re-measured on the loaded VM (load 4-5, numpy operands, kernel alone; CPU ms per call and
 #: min-of-medians wall): M=1 BK 32 1.41 / 0.98-1.04 ms, 16 0.91 / 0.56-0.78, 8 0.90 / 0.44-0.72
 #: (32 rows at an 8 KB pitch are 32 streams in one L1 set); M=8 BK 32 3.46, 16 3.67.
+#: Again through xejit.matmul on numpy arrays, interleaved with numpy (load 7-8; wall median /
+#: CPU ms per call, two runs): M=1 BK,slices 16,16 0.87-1.15 / 1.17-1.59; 8,16 0.74-0.96 /
+#: 0.97-1.29; 8,8 0.74-0.92 / 0.90-1.22 (BN 128: 0.68-0.89 / 0.91-1.17); M=8 slices 8 3.24
+#: against 16 3.40 CPU ms, BK 16 4.2.
 #: Rows of b per step, by BM (M rounded up to a power of two):
-GEMV_BK = {1: 16, 2: 32, 4: 32, 8: 32}
+GEMV_BK = {1: 8, 2: 32, 4: 32, 8: 32}
 #: BN by BM (M rounded up to a power of two)
 GEMV_BN = {1: 64, 2: 64, 4: 32, 8: 16}
-GEMV_SLICES = 16
+GEMV_SLICES = 8
 #: the largest M that gemv_kernel takes (its BM is M rounded up to a power of two)
 GEMV_MAX_M = 8
 
@@ -270,6 +296,18 @@ GEMV_MAX_M = 8
 #: 60.1, 32 63.3, 256 63.6 (at 96,256); b-only packing 42 GFLOP/s wall vs 63 with a packed too.
 #: 1024^3: 60-61 for every MC,NC above, the plain gemm_kernel 56.2, numpy 53.5.
 PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 256, "KC": 256, "BKP": 32}
+
+#: gemm_strip_kernel (same packing, same microkernel, all of K in registers) for K up to
+#: STRIP_MAX_K (rounded up to BK); its NC by K: up to STRIP_L1_K the 6-row strip of a (24 KB)
+#: stays in L1 across 256 columns of panels; above, one 16-column panel per program, so the
+#: programs that run one after another (consecutive strips) share the panel (K x 64 bytes) in L2
+#: while the strips stream. fp32, packing included, GFLOP per CPU-second, medians of interleaved
+#: rounds on the loaded VM (numpy in the same runs): 1024^3 packed kernel 65.6-72.2, strip NC 256
+#: 78.3, 64 74.4, 16 73.8 (numpy 51-53); 2048^3 packed 69.6-72.1, strip NC 256 65.6, 64 71.8-76.0,
+#: 32 73.7, 16 79.8 (numpy 83-85).
+STRIP_MAX_K = 2048
+STRIP_L1_K = 1024
+STRIP_NC = {True: 256, False: 16}   # by K <= STRIP_L1_K
 
 CONFIGS: dict[str, list[Config]] = {
     "pvc": _XE_CONFIGS,
