@@ -172,11 +172,23 @@ def _subgroup_layouts(n: int) -> Iterable[tuple[int, int]]:
             yield sgm, n // sgm
 
 
-def _b_staged(t: Any, BK: int, BN: int, nsg: int, sgm: int, acc_bytes: int, b_bits: int) -> bool:
+def _column_major(x: Any) -> bool:
+    """True for a 2D array stored column-major (B of ``a @ w.T``, w stored [N, K]); False for
+    row-major arrays and for bare dtypes (the row-major default)."""
+    if isinstance(x, ScalarType) or not hasattr(x, "shape") or len(x.shape) != 2:
+        return False
+    _, shape, strides, _ = array_facts(x)
+    return memory_order(shape, strides) == (0, 1)
+
+
+def _b_staged(t: Any, BK: int, BN: int, nsg: int, sgm: int, acc_bytes: int, b_bits: int,
+              col_b: bool = False) -> bool:
     """dg2 stages the B panel in SLM (``codegen/slm_staging.py``, ``slm_plan``): several subgroup
     rows share it, the accumulators take under half the register file, and the panel's 32-bit
-    words split into 1, 2, 4 or 8 per work item."""
-    if t.dpas is None or t.block_io is not None or sgm < 2 or t.registers is None or b_bits not in (8, 16):
+    words split into 1, 2, 4 or 8 per work item. Column-major B is not staged (the staging feeds
+    the transposed k-loop, which takes row-major B; measured: colB 256x64x128/64sg, 0 B of SLM)."""
+    if (t.dpas is None or t.block_io is not None or sgm < 2 or t.registers is None or b_bits not in (8, 16)
+            or col_b):
         return False
     if 2 * acc_bytes >= t.registers.count * t.registers.bytes_each:
         return False
@@ -214,18 +226,32 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     fma = a_t.name == "f32" and precision != "tf32"
     kl = min(BK, 32) if t.block_io is not None and a_t.bitwidth in (16, 32) and not fma else BK
     ahead = min(BK, 32) if t.block_io is not None and a_t.bitwidth == 8 else 0
+    col_b = _column_major(b_type)
+    op_k = t.dpas.k_of(_DPAS_TYPE.get(a_t.name, "")) if t.dpas is not None and not fma else None
     best = None
     for sgm, sgn in _subgroup_layouts(nsg):
         if BM % sgm or BN % sgn:
             continue
         sm, sn = BM // sgm, BN // sgn
-        kw, kb = kl, kl
-        if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth):
+        kw, kb, extra = kl, kl, 0
+        if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b):
             # dg2 with B staged in SLM (codegen/slm_staging.py): each K-slice's operands (64 bytes
             # of A's row, 32 rows of B) are loaded next to that slice's DPAS and dead after them
             # (fp16 and int8 16x16 tiles with BK=128 build with 0 spill, acm-g10)
             kw, kb = min(BK, 512 // a_t.bitwidth), min(BK, 32)
-        parts = (sm * sn * acc_t.itemsize, sm * (kw + ahead) * a_t.itemsize, (kb + ahead) * sn * b_t.itemsize)
+        elif t.block_io is None and t.dpas is not None and t.registers is not None and op_k and (
+                col_b or BK > op_k):
+            # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler
+            # needs 16 registers more than the operands and accumulators when column-major B is
+            # gathered per element (the k-loop's cold version) or row-major B^T is packed from
+            # the rows of several DPAS K-blocks a k-step (transposed_dpas.py). Calibrated on
+            # acm-g10 (benchmarks/bench_device_code.py --targets dg2 --variants rowB colB): at 112
+            # of the 112 registers fp16 colB 32x16 tiles BK=16 spill 4.9 KB, colB 8x32 BK=32
+            # 2.1 KB, rowB 8x32 BK=32 736 B, while rowB 32x16 BK=16 (one K-block) builds with 0
+            # spill; at 96, fp16 colB 16x16 BK=32 and int8 colB 16x16 BK=64 build with 0 spill.
+            extra = 16 * t.registers.bytes_each
+        parts = (sm * sn * acc_t.itemsize, sm * (kw + ahead) * a_t.itemsize, (kb + ahead) * sn * b_t.itemsize,
+                 extra)
         if best is None or sum(parts) < sum(best[2]):
             best = ((sgm, sgn), (sm, sn), parts, (kw, kb))
     out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
@@ -237,7 +263,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     out.update(sg_layout=[sgm, sgn], sg_tile=[sm, sn], bytes=sum(parts))
     # no 2D block IO (dg2): a B panel shared by several subgroup rows is staged in SLM, two
     # BK x BN buffers (codegen/slm_staging.py)
-    slm = 2 * BK * BN * b_t.itemsize if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth) else 0
+    staged = _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b)
+    slm = 2 * BK * BN * b_t.itemsize if staged else 0
     out["slm_bytes"] = slm
     if t.slm_bytes is not None and slm > t.slm_bytes:
         problems.append(f"the staged B panel needs {slm} B of shared local memory, {t.name} has {t.slm_bytes}")
@@ -250,10 +277,11 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         limit = (large or rf.count) - rf.reserved
         out.update(registers=regs, register_limit=limit)
         if regs > limit:
-            acc_r, a_r, b_r = (math.ceil(p / rf.bytes_each) for p in parts)
+            acc_r, a_r, b_r, x_r = (math.ceil(p / rf.bytes_each) for p in parts)
+            more = f", {'column-major B gathered' if col_b else 'B^T packed'}: {x_r}" if x_r else ""
             problems.append(
                 f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{kl + ahead}: "
-                f"{a_r}, B {kbl + ahead}x{sn}: {b_r}) but {t.name} leaves {limit} for tile data in grf_mode "
+                f"{a_r}, B {kbl + ahead}x{sn}: {b_r}{more}) but {t.name} leaves {limit} for tile data in grf_mode "
                 f"{grf_mode!r} ({large or rf.count} less {rf.reserved} the compiler needs)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)

@@ -198,6 +198,12 @@ def test_config_spaces_fit_their_targets_for_bf16(target):
     operands as well. dg2's 256-deep config is for 8-bit operands: its 16-bit B panel (16 words a
     work item) is not staged in SLM, so the whole k-step would be live (pruned)."""
     for c in CONFIGS[target]:
+        if target == "dg2" and (c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups) == (8, 256, 32, 8):
+            # an int8 decode config: 16-bit operands' B^T packed from two K-blocks spills (736 B fp16)
+            est = estimate_gemm(target, 8, 256, 32, 8, c.grf_mode, bf16, bf16, bf16, f32)
+            assert any("registers" in p for p in est["problems"]), est
+            assert estimate_gemm(target, 8, 256, 32, 8, c.grf_mode, i8, i8, i32, i32)["problems"] == []
+            continue
         if target == "dg2" and c.kwargs["BK"] == 256:
             est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], 256, c.num_subgroups, c.grf_mode, i8, i8, i32, i32)
             assert est["problems"] == [] and est["slm_bytes"] == 2 * 256 * c.kwargs["BN"], (c, est)
@@ -231,6 +237,40 @@ def test_model_prunes_what_intels_compiler_spills(target):
             assert not problems(bm, bn, bk, nsg, grf, f32, f32, "tf32")  # DPAS: 0 spill
     assert not problems(128, 128, 32, 16, "256", f32, f32)             # FMA BK=32: 0 spill
     assert not problems(256, 256, 64, 32, "256", bf16, f32)            # the 16-bit pick
+
+
+# dg2 (acm-g10), 4096^3: the library configs Intel's compiler spills, per dtype and B layout
+# (benchmarks/bench_device_code.py --targets dg2 --dtypes fp16 int8 --variants rowB colB): spill bytes.
+# Every other config with a whole number of DPAS K-blocks builds with 0 spill and 0 private memory.
+DG2_SPILLS = {
+    ("fp16", False): {(256, 64, 256, 64): 16832, (8, 256, 32, 8): 736},
+    ("fp16", True): {(128, 128, 16, 32): 4928, (64, 128, 16, 16): 4928, (256, 128, 16, 64): 4928,
+                     (256, 64, 128, 64): 8960, (256, 64, 256, 64): 17088, (256, 64, 64, 64): 5760,
+                     (8, 256, 32, 8): 2144},
+    ("int8", False): {},
+    ("int8", True): {(256, 64, 128, 64): 7296, (256, 64, 256, 64): 8416},
+}
+
+
+@pytest.mark.parametrize("col_b", [False, True], ids=["rowB", "colB"])
+@pytest.mark.parametrize("dtype", ["fp16", "int8"])
+def test_dg2_model_prunes_exactly_what_intels_compiler_spills(dtype, col_b):
+    """Both ways: the resource model keeps every dg2 config that builds spill-free and prunes
+    every one that spills (column-major B is not staged in SLM; its cold k-loop gathers B)."""
+    el, acc, out = {"fp16": (np.float16, f32, np.float16), "int8": (np.int8, i32, np.int32)}[dtype]
+    a, c = np.empty((64, 64), el), np.empty((64, 64), out)
+    b = np.empty((64, 64), el).T if col_b else np.empty((64, 64), el)
+    spills = DG2_SPILLS[dtype, col_b]
+    for cfg in CONFIGS["dg2"]:
+        key = (cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"], cfg.num_subgroups)
+        est = estimate_gemm("dg2", *key[:3], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc)
+        if dtype == "int8" and key[2] % 32:
+            assert any("DPAS K=32" in p for p in est["problems"]), (key, est)
+            continue
+        regs = [p for p in est["problems"] if "registers" in p]
+        assert bool(regs) == (key in spills), (dtype, col_b, key, est)
+        assert len(regs) == len(est["problems"]), (key, est)
+        assert (est["slm_bytes"] == 0) or not col_b, (key, est)   # column-major B is not staged
 
 
 def test_pvc_space_has_the_large_tile():
