@@ -1128,7 +1128,7 @@ class GenericLowering(LoweringBase):
                 regs = [self.combine(kind, et, x, y) for x, y in zip(regs, X.regs[r])]
             return Vec((1, C), et, [regs])
         ident = self.identity(kind, et)
-        out = []
+        partial = []
         for r in range(R):
             acc = None
             for g in range(G):
@@ -1137,14 +1137,21 @@ class GenericLowering(LoweringBase):
                 if cv is not None:
                     v = b.select(cv, v, ident)
                 acc = v if acc is None else self.combine(kind, et, acc, v)
-            step = 1
-            while step < self.S:
-                other = self.shuffle(acc, b.xor(self.lane32, I32(step)))
-                acc = self.combine(kind, et, acc, other)
-                step *= 2
-            out.append([acc])
-        self.count("butterfly reduction rows", R)
-        return Vec((R, 1), et, out)
+            partial.append(acc)
+        if R == 1 or R > self.S:   # one shuffle-xor butterfly per row: every lane gets its total
+            out = []
+            for acc in partial:
+                step = 1
+                while step < self.S:
+                    acc = self.combine(kind, et, acc, self.shuffle(acc, b.xor(self.lane32, I32(step))))
+                    step *= 2
+                out.append([acc])
+            self.count("butterfly reduction rows", R)
+            return Vec((R, 1), et, out)
+        # all rows at once, then each row's total read from its lanes (a uniform lane: a broadcast)
+        v, shift = self.reduce_rows_across_lanes(partial, kind, et, self.lane32, self.S, self.shuffle)
+        self.count("transposing butterfly reduction", 1)
+        return Vec((R, 1), et, [[self.shuffle(v, I32(r << shift))] for r in range(R)])
 
     def op_xetile_tile_broadcast(self, op):
         X: Vec = self.env[id(op.operands[0])]
