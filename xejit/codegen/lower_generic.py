@@ -537,6 +537,22 @@ class GenericLowering(LoweringBase):
         row = b.add(tile.r0, I64(r)) if r else tile.r0
         return b.add(b.mul(row, s0), b.mul(b.add(tile.c0, col), s1))
 
+    def _edge_addr(self, tile: Tile, r: int, col: ir.Value) -> ir.Value:
+        """The element offset of (r, col) where it matters only for an element inside the array
+        (a masked access): the contiguous dimension of a static order needs no stride multiply
+        (as in :meth:`_fast_addr`), so the lanes' addresses are consecutive and the CPU driver
+        stores a row with one masked vector store instead of lane by lane."""
+        b = self.b
+        s0, s1 = tile.arr.strides
+        row = b.add(tile.r0, I64(r)) if r else tile.r0
+        cc = b.add(tile.c0, col)
+        order = tile.arr.type.order
+        if order == (1, 0):
+            return b.add(b.mul(row, s0), cc)
+        if order == (0, 1):
+            return b.add(row, b.mul(cc, s1))
+        return b.add(b.mul(row, s0), b.mul(cc, s1))
+
     def op_xetile_load_tile(self, op):
         tile: Tile = self.env[id(op.operands[0])]
         t = tile.type
@@ -589,7 +605,7 @@ class GenericLowering(LoweringBase):
                     for g in range(G):
                         col = b.add(tile.c0, self.col_index(C, g))
                         ok = b.and_(rok, self._in_range(col, W))
-                        idx = self._addr(tile, r, self.col_index(C, g))
+                        idx = self._edge_addr(tile, r, self.col_index(C, g))
                         idx = b.select(ok, idx, I64(0))
                         v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
                         self.count("masked load (boundary path)")
@@ -792,7 +808,7 @@ class GenericLowering(LoweringBase):
                         self.count("masked store (boundary path)")
                         with b.if_then(ok):
                             b.store(self.to_mem(et, val.regs[r][g]),
-                                    self.elem_ptr(tile.arr, self._addr(tile, r, self.col_index(C, g))))
+                                    self.elem_ptr(tile.arr, self._edge_addr(tile, r, self.col_index(C, g))))
         return None
 
     def op_xetile_atomic_rmw_tile(self, op):
