@@ -206,7 +206,12 @@ def test_tune_limit(monkeypatch):
     before = set(tuner.records)
     check(xejit.matmul(a, b), reference(a, b), "float32")
     (record,) = [r for k, r in tuner.records.items() if k not in before]   # this shape's, not another test's
-    assert record.timings == {} and any("perf_model" in r for _, r in record.pruned)
+    # nothing timed; the perf model kept the best-ranked of the configs the other prunes left (on
+    # the generic target several; under XEJIT_EMULATE=pvc the shape prune may leave just one)
+    reasons = [r for _, r in record.pruned]
+    ranked = len(tuner.configs) - sum("perf_model" not in r for r in reasons)
+    assert record.timings == {} and ranked >= 1
+    assert sum("perf_model" in r for r in reasons) == ranked - 1
     monkeypatch.setenv("XEJIT_MATMUL_TUNE", "all")
     assert tune_limit("generic") is None
     monkeypatch.setenv("XEJIT_MATMUL_TUNE", "")

@@ -57,6 +57,8 @@ BLOCK_READ_U32 = "_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kj"
 BLOCK_WRITE_U32 = "_Z31__spirv_SubgroupBlockWriteINTELPU3AS1jj"
 BLOCK_READ_U16 = "_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kt"   # cl_intel_subgroups_short
 BLOCK_READ_U8 = "_Z30__spirv_SubgroupBlockReadINTELPU3AS1Kh"    # cl_intel_subgroups_char
+BLOCK_WRITE_U16 = "_Z31__spirv_SubgroupBlockWriteINTELPU3AS1tt"
+BLOCK_WRITE_U8 = "_Z31__spirv_SubgroupBlockWriteINTELPU3AS1hh"
 BARRIER = "_Z7barrierj"  # OpenCL barrier(flags)
 CLK_LOCAL_MEM_FENCE, CLK_GLOBAL_MEM_FENCE = 1, 2
 
@@ -145,6 +147,16 @@ def block_read_u8(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
 def block_write_u32(b: ir.IRBuilder, ptr: ir.Value, value: ir.Value) -> ir.Value:
     """Subgroup block write: lane ``i`` writes its 32-bit ``value`` to ``ptr[i]``."""
     return call(b, declare(b.module, BLOCK_WRITE_U32, VOID, [GLOBAL, I32]), [ptr, value])
+
+
+def block_write_u16(b: ir.IRBuilder, ptr: ir.Value, value: ir.Value) -> ir.Value:
+    """Subgroup block write of 16-bit words: lane ``i`` writes ``value`` to ``ptr[i]``."""
+    return call(b, declare(b.module, BLOCK_WRITE_U16, VOID, [GLOBAL, I16]), [ptr, value])
+
+
+def block_write_u8(b: ir.IRBuilder, ptr: ir.Value, value: ir.Value) -> ir.Value:
+    """Subgroup block write of bytes: lane ``i`` writes ``value`` to ``ptr[i]``."""
+    return call(b, declare(b.module, BLOCK_WRITE_U8, VOID, [GLOBAL, I8]), [ptr, value])
 
 
 def slm_array(module: ir.Module, ty: ir.Type, n: int) -> ir.GlobalVariable:

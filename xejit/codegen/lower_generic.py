@@ -506,9 +506,26 @@ class GenericLowering(LoweringBase):
             return f"tile width {t.shape[1]} is not a multiple of the subgroup size {self.S}"
         return None
 
+    def _narrow_block_read(self, tile: Tile, r, g: int, bump=None) -> ir.Value:
+        """Row r, column group g of an in-bounds row-major tile of 16- or 8-bit elements by one
+        subgroup block read (the memory type's value). The CPU driver builds per-lane narrow
+        loads far slower: it has no 16- or 8-bit masked vector load, so the masked copy of the
+        kernel it makes for partial subgroups tests and loads lane by lane (f16 16x32x32 GEMM:
+        40 s vs f32 6 s; with block reads 5.7 s; softmax's 8x128 f16 tile 4.1 -> 3.2 s)."""
+        b = self.b
+        mt = mem_type(tile.type.dtype)
+        ptr = self._fast_addr(tile, r, I64(g * self.S))
+        if bump is not None:
+            ptr = b.gep(ptr, [bump], source_etype=mt)
+        self.count(f"block_read_u{tile.type.dtype.bitwidth}")
+        if tile.type.dtype.bitwidth == 16:
+            w = bi.block_read_u16(b, ptr)
+            return b.bitcast(w, mt) if mt != I16 else w
+        return bi.block_read_u8(b, ptr)
+
     def _block_read_narrow_ok(self, tile: Tile) -> bool:
-        """The in-bounds GEMM B rows of 16-bit floats or 8-bit ints can be read with 16- / 8-bit
-        subgroup block reads (row-major, whole column groups)."""
+        """The in-bounds rows of a tile of 16-bit floats or 8-bit ints can be read and written with
+        16- / 8-bit subgroup block reads / writes (row-major, whole column groups)."""
         t = tile.type
         narrow = (t.dtype.bitwidth == 16 and t.dtype.is_float) or (t.dtype.bitwidth == 8 and t.dtype.kind in ("int", "uint"))
         return (self.target.has_block_reads and narrow and t.order == (1, 0)
@@ -519,6 +536,22 @@ class GenericLowering(LoweringBase):
         s0, s1 = tile.arr.strides
         row = b.add(tile.r0, I64(r)) if r else tile.r0
         return b.add(b.mul(row, s0), b.mul(b.add(tile.c0, col), s1))
+
+    def _edge_addr(self, tile: Tile, r: int, col: ir.Value) -> ir.Value:
+        """The element offset of (r, col) where it matters only for an element inside the array
+        (a masked access): the contiguous dimension of a static order needs no stride multiply
+        (as in :meth:`_fast_addr`), so the lanes' addresses are consecutive and the CPU driver
+        stores a row with one masked vector store instead of lane by lane."""
+        b = self.b
+        s0, s1 = tile.arr.strides
+        row = b.add(tile.r0, I64(r)) if r else tile.r0
+        cc = b.add(tile.c0, col)
+        order = tile.arr.type.order
+        if order == (1, 0):
+            return b.add(b.mul(row, s0), cc)
+        if order == (0, 1):
+            return b.add(row, b.mul(cc, s1))
+        return b.add(b.mul(row, s0), b.mul(cc, s1))
 
     def op_xetile_load_tile(self, op):
         tile: Tile = self.env[id(op.operands[0])]
@@ -540,7 +573,8 @@ class GenericLowering(LoweringBase):
         if UNIFORM_A and uses and all(u.name == "xetile.tile_mma" and i == 0 for u, i in uses):
             return self._load_uniform(tile, pad, rereadable=self._unwritten_until_uses(op))
         why = self._block_io_ok(tile)
-        if why is not None:
+        narrow = why is not None and self._block_read_narrow_ok(tile)
+        if why is not None and not narrow:
             self.report.fallbacks.append(f"{op.loc}: load_tile {list(t.shape)}x{et}: plain loads ({why})")
         inb = self._in_bounds(tile)
         with b.if_else(inb) as (then, otherwise):
@@ -555,10 +589,12 @@ class GenericLowering(LoweringBase):
                             w = bi.block_read_u32(b, ptr)
                             self.count("block_read_u32")
                             fast.append(b.bitcast(w, F32) if et == f32 else w)
+                        elif narrow:
+                            fast.append(self.from_mem(et, self._narrow_block_read(tile, r, g)))
                         else:
-                            idx = self._addr(tile, r, self.col_index(C, g))
                             self.count("load (in-bounds path)")
-                            fast.append(self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt)))
+                            ptr = self._fast_addr(tile, r, self.col_index(C, g))
+                            fast.append(self.from_mem(et, b.load(ptr, typ=mt)))
                 blk_fast = b.block
             with otherwise:
                 slow = []
@@ -569,7 +605,7 @@ class GenericLowering(LoweringBase):
                     for g in range(G):
                         col = b.add(tile.c0, self.col_index(C, g))
                         ok = b.and_(rok, self._in_range(col, W))
-                        idx = self._addr(tile, r, self.col_index(C, g))
+                        idx = self._edge_addr(tile, r, self.col_index(C, g))
                         idx = b.select(ok, idx, I64(0))
                         v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
                         self.count("masked load (boundary path)")
@@ -664,20 +700,7 @@ class GenericLowering(LoweringBase):
                     vals.append(b.bitcast(w, F32) if et == f32 else w)
                     continue
                 if fast and self._block_read_narrow_ok(tile):
-                    # 16-bit float / 8-bit int rows of B: one subgroup block read per row and
-                    # column group, like the 32-bit path. The CPU driver builds per-lane narrow
-                    # loads of a GEMM's B rows far slower (measured: f16 16x32x32 GEMM 40 s vs
-                    # f32 6 s; with block reads 5.7 s).
-                    ptr = self._fast_addr(tile, r, I64(i * self.S))
-                    if bump is not None:
-                        ptr = b.gep(ptr, [bump], source_etype=mt)
-                    if et.bitwidth == 16:
-                        w = bi.block_read_u16(b, ptr)
-                        w = b.bitcast(w, mt) if mt != I16 else w
-                    else:
-                        w = bi.block_read_u8(b, ptr)
-                    self.count(f"block_read_u{et.bitwidth}")
-                    vals.append(self.from_mem(et, w))
+                    vals.append(self.from_mem(et, self._narrow_block_read(tile, r, i, bump)))
                     continue
                 col = self.col_index(C, i)
             self.count(("uniform load (A, broadcast)" if which == "A" else "load") +
@@ -742,7 +765,8 @@ class GenericLowering(LoweringBase):
         et = t.dtype
         b = self.b
         why = self._block_io_ok(tile)
-        if why is not None:
+        narrow = why is not None and self._block_read_narrow_ok(tile)
+        if why is not None and not narrow:
             self.report.fallbacks.append(f"{op.loc}: store_tile {list(t.shape)}x{et}: plain stores ({why})")
         inb = self._in_bounds(tile)
         H, W = tile.arr.dims
@@ -755,8 +779,15 @@ class GenericLowering(LoweringBase):
                             ptr = b.gep(tile.arr.ptr, [self._addr(tile, r, I64(g * self.S))], source_etype=mem_type(et))
                             bi.block_write_u32(b, ptr, b.bitcast(v, I32) if et == f32 else v)
                             self.count("block_write_u32")
+                        elif narrow:
+                            ptr = self._fast_addr(tile, r, I64(g * self.S))
+                            if et.bitwidth == 16:
+                                bi.block_write_u16(b, ptr, b.bitcast(v, I16) if v.type != I16 else v)
+                            else:
+                                bi.block_write_u8(b, ptr, v)
+                            self.count(f"block_write_u{et.bitwidth}")
                         else:
-                            ptr = self.elem_ptr(tile.arr, self._addr(tile, r, self.col_index(C, g)))
+                            ptr = self._fast_addr(tile, r, self.col_index(C, g))
                             cv = self.col_valid(C, g)
                             self.count("store (in-bounds path)")
                             if cv is None:
@@ -777,7 +808,7 @@ class GenericLowering(LoweringBase):
                         self.count("masked store (boundary path)")
                         with b.if_then(ok):
                             b.store(self.to_mem(et, val.regs[r][g]),
-                                    self.elem_ptr(tile.arr, self._addr(tile, r, self.col_index(C, g))))
+                                    self.elem_ptr(tile.arr, self._edge_addr(tile, r, self.col_index(C, g))))
         return None
 
     def op_xetile_atomic_rmw_tile(self, op):
@@ -1113,7 +1144,7 @@ class GenericLowering(LoweringBase):
                 regs = [self.combine(kind, et, x, y) for x, y in zip(regs, X.regs[r])]
             return Vec((1, C), et, [regs])
         ident = self.identity(kind, et)
-        out = []
+        partial = []
         for r in range(R):
             acc = None
             for g in range(G):
@@ -1122,14 +1153,21 @@ class GenericLowering(LoweringBase):
                 if cv is not None:
                     v = b.select(cv, v, ident)
                 acc = v if acc is None else self.combine(kind, et, acc, v)
-            step = 1
-            while step < self.S:
-                other = self.shuffle(acc, b.xor(self.lane32, I32(step)))
-                acc = self.combine(kind, et, acc, other)
-                step *= 2
-            out.append([acc])
-        self.count("butterfly reduction rows", R)
-        return Vec((R, 1), et, out)
+            partial.append(acc)
+        if R == 1 or R > self.S:   # one shuffle-xor butterfly per row: every lane gets its total
+            out = []
+            for acc in partial:
+                step = 1
+                while step < self.S:
+                    acc = self.combine(kind, et, acc, self.shuffle(acc, b.xor(self.lane32, I32(step))))
+                    step *= 2
+                out.append([acc])
+            self.count("butterfly reduction rows", R)
+            return Vec((R, 1), et, out)
+        # all rows at once, then each row's total read from its lanes (a uniform lane: a broadcast)
+        v, shift = self.reduce_rows_across_lanes(partial, kind, et, self.lane32, self.S, self.shuffle)
+        self.count("transposing butterfly reduction", 1)
+        return Vec((R, 1), et, [[self.shuffle(v, I32(r << shift))] for r in range(R)])
 
     def op_xetile_tile_broadcast(self, op):
         X: Vec = self.env[id(op.operands[0])]

@@ -1273,8 +1273,9 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
 
     def op_xetile_tile_reduce(self, op: Operation) -> None:
         """A register block [h, w] reduced along dim 1 to [h, 1] (lane r holds row r): in-register
-        over the lane's elements of a row, then a shuffle-xor butterfly across the lanes of the
-        row, then row r moved to lane r."""
+        over the lane's elements of a row, then (w >= S) one transposing shuffle butterfly for
+        all rows (``reduce_rows_across_lanes``) and row r moved to lane r, or (w < S) a
+        shuffle-xor butterfly per lane row group."""
         src_t: VectorType = op.operands[0].type
         dims = list(op.attributes.get("dims", []))
         if dims not in ([0], [1]) or len(src_t.shape) != 2:
@@ -1292,17 +1293,21 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             xs = [self.to_f32(x, et) for x in xs]
         lane = self.lane
         totals = []
-        if w > sg:
+        if h > sg:
+            raise self.err(op, f"internal: a reduced column of {h} rows over {sg} lanes")
+        if w >= sg:
             ept = w // sg
+            partial = []
             for r in range(h):
                 acc = xs[r * ept]
                 for k in range(1, ept):
                     acc = self.combine(kind, et, acc, xs[r * ept + k])
-                step = 1
-                while step < sg:
-                    acc = self.combine(kind, et, acc, self._bcast_lane(acc, b.xor(lane, I32(step))))
-                    step *= 2
-                totals.append(acc)
+                partial.append(acc)
+            v, shift = self.reduce_rows_across_lanes(partial, kind, et, lane, sg, self._bcast_lane)
+            if shift:   # row r sits in lanes r << shift: move it to lane r (lanes past h: row 0)
+                src = b.select(b.icmp_unsigned("<", lane, I32(h)), b.shl(lane, I32(shift)), I32(0))
+                v = self._bcast_lane(v, src)
+            totals = [v]
         else:
             rpg = sg // w
             red = []
@@ -1316,7 +1321,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                 x = red[r // rpg]
                 totals.append(x if rpg == 1 else self._bcast_lane(x, I32((r % rpg) * w)))
         out = totals[0]
-        for r in range(1, h):
+        for r in range(1, len(totals)):
             out = b.select(b.icmp_unsigned("==", lane, I32(r)), totals[r], out)
         if et.is_float:
             out = self.from_f32(out, et)

@@ -245,6 +245,40 @@ class LoweringBase:
             return ir.Constant(F32, float(v))
         return ir.Constant(reg_type(et), wrap_signed(v, et.bitwidth))
 
+    def reduce_rows_across_lanes(self, rows: list, kind: str, et: ScalarType, lane: ir.Value, sg: int,
+                                 shuffle: Callable[[ir.Value, ir.Value], ir.Value]) -> tuple[ir.Value, int]:
+        """Reduce each of ``rows`` (a lane's partial of each row, h <= sg of them) across the
+        ``sg`` lanes; returns ``(v, shift)``: lane l holds the total of row ``l >> shift``.
+
+        A transposing butterfly: each exchange (lane ^ d, d = sg/2 .. 1) halves the rows a lane
+        still holds -- the lanes whose bit d is set keep the upper half and send the lower one --
+        until one row is left, then plain butterfly steps finish it: h - 1 + log2(sg / h) + 1
+        shuffles instead of h * log2(sg) (8 rows over 16 lanes: 8 instead of 32). Shuffles are
+        what the CPU driver builds slowest (softmax's rows, attention's row maxima and sums).
+        ``shuffle(value, lane)`` reads ``value`` from lane ``lane`` (i32)."""
+        b = self.b
+        n = 1
+        while n < len(rows):
+            n *= 2
+        if n > sg:
+            raise CompilerError(f"internal: {len(rows)} rows reduced over {sg} lanes")
+        vals = list(rows) + [self.identity(kind, et)] * (n - len(rows))
+        d = sg // 2
+        while d >= 1:
+            other = b.xor(lane, ir.Constant(lane.type, d))
+            if len(vals) > 1:
+                half = len(vals) // 2
+                upper = b.icmp_unsigned("!=", b.and_(lane, ir.Constant(lane.type, d)), ir.Constant(lane.type, 0))
+                nxt = []
+                for lo, hi in zip(vals[:half], vals[half:]):
+                    keep, send = b.select(upper, hi, lo), b.select(upper, lo, hi)
+                    nxt.append(self.combine(kind, et, keep, shuffle(send, other)))
+                vals = nxt
+            else:
+                vals = [self.combine(kind, et, vals[0], shuffle(vals[0], other))]
+            d //= 2
+        return vals[0], (sg // n).bit_length() - 1
+
     def cas_loop(self, ptr, v, kind):
         b = self.b
         init = b.bitcast(b.load(ptr, typ=F32), I32)

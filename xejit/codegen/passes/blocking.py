@@ -717,11 +717,13 @@ class _Blocker:
         self.env[id(op.result)] = VBlocks((M, N), bh, bw, grid)
 
     def op_xetile_tile_reduce(self, op: Operation) -> None:
-        """Within the subgroup, one ``xetile.tile_reduce`` per register block (lowered with
-        in-lane combines and subgroup shuffles), the partials combined element-wise: along dim 1
-        a block [bh, bw] -> [bh, 1] and the blocks of a row combined; along dim 0 [bh, bw] ->
-        [1, bw] and the blocks of a column combined. (Reductions split over subgroups arrive here
-        as per-subgroup reduces plus an SLM exchange, see wg_to_sg.)"""
+        """Within the subgroup: along dim 1 the blocks of a row are combined element-wise first,
+        then one ``xetile.tile_reduce`` [bh, bw] -> [bh, 1] per row of blocks (lowered with
+        in-lane combines and subgroup shuffles: one cross-lane reduction per row of blocks, not
+        one per block -- shuffles are the costly part, on the CPU device's driver most of all);
+        along dim 0 one reduce per block [bh, bw] -> [1, bw] (in-lane), the blocks of a column
+        combined. (Reductions split over subgroups arrive here as per-subgroup reduces plus an
+        SLM exchange, see wg_to_sg.)"""
         src = self.vblocks(op, op.operands[0])
         kind = op.attributes["kind"]
         dims = list(op.attributes.get("dims", []))
@@ -740,6 +742,12 @@ class _Blocker:
         bt = VectorType((src.bh, 1) if dims == [1] else (1, src.bw), et)
         out = []
         for line in grid:
+            if dims == [1]:
+                blk_t = VectorType((src.bh, src.bw), et)
+                acc = line[0]
+                for blk in line[1:]:
+                    acc = self.create(comb, [acc, blk], [blk_t], loc=op.loc).result
+                line = [acc]
             acc = None
             for blk in line:
                 part = self.create("xetile.tile_reduce", [blk], [bt], {"kind": kind, "dims": dims},
