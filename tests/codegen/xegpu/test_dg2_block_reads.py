@@ -22,6 +22,22 @@ def _config(bm, bn, bk, sg=None):
     return next(c for c in configs_for("dg2") if (c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"]) == (bm, bn, bk))
 
 
+def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
+    """The library GEMM with ``tile``'s config under dg2 emulation on random operands (B stored
+    [N, K] and passed transposed when ``col_b``), checked against float64 numpy."""
+    use_mode(monkeypatch, "dg2")
+    cfg = _config(*tile)
+    M, N, K = shape
+    rng = np.random.default_rng(seed)
+    a = rand(rng, (M, K), dtype)
+    b = rand(rng, (N, K), dtype).T if col_b else rand(rng, (K, N), dtype)
+    c = poisoned((M, N), "i32" if dtype == "i8" else dtype)
+    kw = dict(ACC=i32) if dtype == "i8" else {}
+    gemm_kernel[(xejit.cdiv(M, cfg.kwargs["BM"]), xejit.cdiv(N, cfg.kwargs["BN"]))](
+        a, b, a, c, M, N, K, **cfg.kwargs, **kw, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    check(c, f64(a) @ f64(b), "int" if dtype == "i8" else dtype, scale_by_max=True)
+
+
 @pytest.mark.parametrize("dtype,tile,shape", [
     ("f16", (64, 128, 16), (64, 128, 64)),    # every tile in bounds: the fast k-loop only
     ("f16", (64, 128, 16), (50, 72, 40)),     # M / N edges and a K tail: the cold version
@@ -55,18 +71,8 @@ def _config(bm, bn, bk, sg=None):
     ("f16", (8, 128, 32), (5, 200, 72)),      # decode, two K-blocks, B^T packed per subgroup
 ])
 def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
-    use_mode(monkeypatch, "dg2")
-    cfg = _config(*tile)
     M, N, K = shape
-    rng = np.random.default_rng(M * 7 + N + K)
-    a, b = rand(rng, (M, K), dtype), rand(rng, (K, N), dtype)
-    out_t = "i32" if dtype == "i8" else dtype
-    c = poisoned((M, N), out_t)
-    kw = dict(ACC=i32) if dtype == "i8" else {}
-    gemm_kernel[(xejit.cdiv(M, cfg.kwargs["BM"]), xejit.cdiv(N, cfg.kwargs["BN"]))](
-        a, b, a, c, M, N, K, **cfg.kwargs, **kw, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
-    ref = f64(a) @ f64(b)
-    check(c, ref, "int" if dtype == "i8" else dtype, scale_by_max=True)
+    _run_library_gemm(monkeypatch, dtype, tile, shape, M * 7 + N + K, col_b=False)
 
 
 @pytest.mark.parametrize("dtype,tile,shape", [
@@ -83,17 +89,8 @@ def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
 def test_column_major_b_on_dg2(monkeypatch, dtype, tile, shape):
     """B stored [N, K] (a Linear layer's weights: ``a @ w.T``): its K pairs are adjacent, so in
     the fast k-loop lane l's B operand is row l of the block read as 8 words (no packing)."""
-    use_mode(monkeypatch, "dg2")
-    cfg = _config(*tile)
     M, N, K = shape
-    rng = np.random.default_rng(M * 5 + N + K)
-    a, w = rand(rng, (M, K), dtype), rand(rng, (N, K), dtype)
-    out_t = "i32" if dtype == "i8" else dtype
-    c = poisoned((M, N), out_t)
-    kw = dict(ACC=i32) if dtype == "i8" else {}
-    gemm_kernel[(xejit.cdiv(M, cfg.kwargs["BM"]), xejit.cdiv(N, cfg.kwargs["BN"]))](
-        a, w.T, a, c, M, N, K, **cfg.kwargs, **kw, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
-    check(c, f64(a) @ f64(w).T, "int" if dtype == "i8" else dtype, scale_by_max=True)
+    _run_library_gemm(monkeypatch, dtype, tile, shape, M * 5 + N + K, col_b=True)
 
 
 def test_two_k_blocks_take_the_transposed_product():
