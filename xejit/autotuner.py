@@ -172,15 +172,6 @@ def _subgroup_layouts(n: int) -> Iterable[tuple[int, int]]:
             yield sgm, n // sgm
 
 
-def _column_major(x: Any) -> bool:
-    """True for a 2D array stored column-major (B of ``a @ w.T``, w stored [N, K]); False for
-    row-major arrays and for bare dtypes (the row-major default)."""
-    if isinstance(x, ScalarType) or not hasattr(x, "shape") or len(x.shape) != 2:
-        return False
-    _, shape, strides, _ = array_facts(x)
-    return memory_order(shape, strides) == (0, 1)
-
-
 def _b_staged(t: Any, BK: int, BN: int, nsg: int, sgm: int, acc_bytes: int, b_bits: int,
               col_b: bool = False) -> bool:
     """dg2 stages the B panel in SLM (``codegen/slm_staging.py``, ``slm_plan``): several subgroup
@@ -226,7 +217,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     fma = a_t.name == "f32" and precision != "tf32"
     kl = min(BK, 32) if t.block_io is not None and a_t.bitwidth in (16, 32) and not fma else BK
     ahead = min(BK, 32) if t.block_io is not None and a_t.bitwidth == 8 else 0
-    col_b = _column_major(b_type)
+    b_order = _array_order(b_type)
+    col_b = b_order == (0, 1)   # B of a @ w.T, w stored [N, K]
     op_k = t.dpas.k_of(_DPAS_TYPE.get(a_t.name, "")) if t.dpas is not None and not fma else None
     best = None
     for sgm, sgn in _subgroup_layouts(nsg):
@@ -308,7 +300,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         block("B block", b_t.bitwidth, BK, sn, "load_transform" if b_t.bitwidth < 32 else "load", lim.max_height)
         block("C block", c_t.bitwidth, sm, sn, "store", lim.store_max_height)
         if k is not None and not problems and not fma:
-            out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, _array_order(b_type)))
+            out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, b_order))
     return out
 
 
