@@ -176,7 +176,7 @@ def _b_staged(t: Any, BK: int, BN: int, nsg: int, sgm: int, acc_bytes: int, b_bi
               col_b: bool = False) -> bool:
     """dg2 stages the B panel in SLM (``codegen/slm_staging.py``, ``slm_plan``): several subgroup
     rows share it, the accumulators take under half the register file, and the panel's 32-bit
-    words split into 1, 2, 4 or 8 per work item. Column-major B is not staged (the staging feeds
+    words split into 1, 2, 4, 8 or 16 per work item. Column-major B is not staged (the staging feeds
     the transposed k-loop, which takes row-major B; measured: colB 256x64x128/64sg, 0 B of SLM)."""
     if (t.dpas is None or t.block_io is not None or sgm < 2 or t.registers is None or b_bits not in (8, 16)
             or col_b):
@@ -184,7 +184,7 @@ def _b_staged(t: Any, BK: int, BN: int, nsg: int, sgm: int, acc_bytes: int, b_bi
     if 2 * acc_bytes >= t.registers.count * t.registers.bytes_each:
         return False
     words, lanes = BK * b_bits // 32 * BN, nsg * t.subgroup_size
-    return words % lanes == 0 and words // lanes in (1, 2, 4, 8) and BN % (words // lanes) == 0
+    return words % lanes == 0 and words // lanes in (1, 2, 4, 8, 16) and BN % (words // lanes) == 0
 
 
 def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
@@ -229,8 +229,12 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b):
             # dg2 with B staged in SLM (codegen/slm_staging.py): each K-slice's operands (64 bytes
             # of A's row, 32 rows of B) are loaded next to that slice's DPAS and dead after them
-            # (fp16 and int8 16x16 tiles with BK=128 build with 0 spill, acm-g10)
+            # (fp16 and int8 16x16 tiles with BK=128 build with 0 spill, acm-g10), and the work
+            # item's share of the next panel is live twice while packed: its loaded rows and its
+            # words (a register a word each). acm-g10, 16x16 tiles: fp16 BK=256 (16 words) spills
+            # 128 B, BK=128 (8) and int8 BK=512 (16) build with 0 spill
             kw, kb = min(BK, 512 // a_t.bitwidth), min(BK, 32)
+            extra = 2 * (BK * b_t.bitwidth // 32 * BN // (nsg * t.subgroup_size)) * 4 * t.subgroup_size
         elif t.block_io is None and t.dpas is not None and t.registers is not None and op_k and (
                 col_b or BK > op_k):
             # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler

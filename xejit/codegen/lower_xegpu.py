@@ -1612,6 +1612,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                                b.bitcast(self.env[id(op.operands[2])], ct)])
             self.env[id(op.result)] = b.bitcast(r, self.vec_ty(op.result.type))
             self.instructions["dpas (transposed: C^T += B^T A^T)"] += 1
+            self.slm_after_dpas()
             return
         a, bb = (b.load(b.gep(x.buf, [I32(x.off)]), typ=ty) if isinstance(x, Lazy) else
                  b.bitcast(self.words_vector(x.words), ty) if isinstance(x, Words) else b.bitcast(x, ty)

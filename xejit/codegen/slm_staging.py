@@ -55,6 +55,11 @@ class SPlan:
     base: Optional[list] = None
     s0_32: Optional[ir.Value] = None
 
+    #: the step's loaded share and its buffer offset until stored; the step's DPAS so far, and
+    #: after how many the share is stored (0: at the step's end)
+    pending: Optional[tuple] = None
+    dpas_done: int = 0
+    store_after: int = 0
     #: {id(body argument of a staged B descriptor): its SPart}
     parts: dict = field(default_factory=dict)
 
@@ -135,9 +140,14 @@ class SlmStaging:
             return None
         words, lanes = bk // v * bn, self.nsg * self.sg
         q = words // lanes
-        if words % lanes or q not in (1, 2, 4, 8) or bn % q:
+        if words % lanes or q not in (1, 2, 4, 8, 16) or bn % q:
             return None
         sp = SPlan(min(bpos, key=lambda p: reads[p][0].wg[7]), bk, bn, v, q)
+        if v == 2 and len(parts) > 1:
+            # 16-bit B: the share is stored once the first K-slice's DPAS are issued (its loads had
+            # that long to arrive; fp16 256x64x128/64sg 167 -> 163 instructions a step). 8-bit B,
+            # whose K-slice is one K-block, kept to the step's end (int8 BK=256: 180 -> 189 there)
+            sp.store_after = len(plan.acc_positions) * reads[sp.b_pos][0].type.shape[0] // (8 * v)
         for x in parts.values():
             x.plan = sp
         sp.parts = parts
@@ -302,6 +312,21 @@ class SlmStaging:
         self.instructions["SLM load of B^T (per lane, 8 words)"] += 1
         return ld
 
+    def slm_store_pending(self, sp: SPlan) -> None:
+        """The step's loaded panel share packed and stored to the other buffer, once."""
+        if sp.pending is not None:
+            rows, off = sp.pending
+            sp.pending = None
+            self.slm_store(sp, rows, off)
+
+    def slm_after_dpas(self) -> None:
+        """After each DPAS of a staged fast k-step: the share stored after ``store_after``."""
+        sp = self.splan
+        if sp is not None and sp.pending is not None and sp.store_after:
+            sp.dpas_done += 1
+            if sp.dpas_done >= sp.store_after:
+                self.slm_store_pending(sp)
+
     def slm_loop_hook(self, sp: SPlan, step: int, body_arg):
         """``_lower_for``'s hook of the fast version: at the top of each k-step the buffer it reads
         and the global loads of the next step's panel (the last step reloads its own); at the
@@ -313,9 +338,10 @@ class SlmStaging:
             td = self.env[id(body_arg)]
             nxt = b.add(ctr, I32(step))
             rows = self.slm_load_panel(sp, b.select(b.icmp_signed("<", nxt, n32), nxt, ctr), td)
+            sp.pending, sp.dpas_done = (rows, b.sub(I32(sp.buffer_words), cur)), 0
 
             def leave():
-                self.slm_store(sp, rows, b.sub(I32(sp.buffer_words), cur))
+                self.slm_store_pending(sp)
                 bi.barrier(self.b)
                 self.instructions["workgroup barrier (one a k-step)"] += 1
             return leave

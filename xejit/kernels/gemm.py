@@ -230,7 +230,8 @@ _DG2_CONFIGS = [
     _c(256, 128, 16, 64, 2),
     _c(128, 64, 16, 32, 2),     # fp16/bf16: 16x16 subgroup tiles
     _c(256, 64, 128, 64, 2),    # 16x16 subgroup tiles, B shared by 16 subgroup rows (SLM), 4 K-slices a barrier
-    _c(256, 64, 256, 64, 2),    # int8: 8 K-blocks a barrier (fp16: its panel does not split evenly, pruned)
+    _c(256, 64, 512, 64, 2),    # int8: 16 K-blocks a barrier, 16 words a work item (fp16: pruned)
+    _c(256, 64, 256, 64, 2),    # int8: 8 K-blocks a barrier (fp16: 16 words a work item, pruned)
     _c(256, 64, 64, 64, 2),
     _c(256, 64, 32, 64, 2),
     _c(128, 64, 32, 32, 2),     # int8: 16x16 subgroup tiles

@@ -67,6 +67,7 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     ("f16", (256, 64, 128), (256, 64, 200)),
     ("bf16", (256, 64, 128), (260, 64, 256)),  # bf16 takes the same 32-bit packing of the panel
     ("i8", (256, 64, 256), (300, 64, 768)),
+    ("i8", (256, 64, 512), (300, 64, 1536)),  # 16 words a work item, odd step count, an M edge
     ("i8", (256, 64, 128), (256, 72, 384)),
     ("f16", (8, 128, 32), (5, 200, 72)),      # decode, two K-blocks, B^T packed per subgroup
 ])
@@ -146,7 +147,8 @@ def test_int_remainder_after_a_bool_cast(monkeypatch, mode):
     ("f16", (128, 64, 16), True), ("i8", (128, 64, 32), True), ("i8", (32, 64, 32), True),
     ("f16", (256, 64, 32), True), ("f16", (64, 64, 32), True),
     ("f16", (256, 64, 128), True), ("f16", (256, 64, 64), True), ("i8", (256, 64, 256), True),
-    ("f16", (256, 64, 256), False),   # 16 words a work item: not staged (and pruned)
+    ("i8", (256, 64, 512), True),     # 16 words a work item
+    ("f16", (256, 64, 256), True),    # 16 words a work item (pruned: spills 128 B)
     ("f16", (256, 128, 16), False),   # 32x16 accumulators: staging made the cold version spill
     ("f16", (8, 256, 16), False),     # decode: no subgroup shares a B tile
 ])
