@@ -41,7 +41,10 @@ def _computed_a(x, b, p, BM: xl.constexpr, BN: xl.constexpr, K: xl.constexpr):
     xl.store_tile(tp, xl.tile_mma(e, xl.load_tile(xl.init_tile(b, [0, n], [K, BN])), xl.load_tile(tp)))
 
 
-SHAPES = [(1, 300, 333, 1, 64, 8), (8, 300, 333, 8, 16, 32), (13, 64, 64, 8, 32, 16), (8, 128, 64, 8, 64, 8)]
+#: in place: 1 x 64, 2 x 32, 6 x 16 (one register strip each); 8 x 16 and 8 x 32 take two or more
+#: strips and keep the plain load and store
+SHAPES = [(1, 300, 333, 1, 64, 8), (2, 77, 50, 2, 32, 16), (13, 100, 64, 6, 16, 16), (8, 300, 333, 8, 16, 32),
+          (13, 64, 64, 8, 32, 16)]
 
 
 def test_the_accumulator_is_updated_in_place():
@@ -50,6 +53,12 @@ def test_the_accumulator_is_updated_in_place():
     p = np.zeros((1, 128), np.float32)
     counts = _accumulate.compile(a, b, p, p, 128, 64, BM=1, BN=64, BK=8, target="generic").instructions
     assert counts.get(IN_PLACE) == 1
+    a6, p6 = rand(rng, (6, 64), "f32"), np.zeros((6, 128), np.float32)
+    counts = _accumulate.compile(a6, b, p6, p6, 128, 64, BM=6, BN=16, BK=8, target="generic").instructions
+    assert counts.get(IN_PLACE) == 1
+    a8, p8 = rand(rng, (8, 64), "f32"), np.zeros((8, 128), np.float32)
+    counts = _accumulate.compile(a8, b, p8, p8, 128, 64, BM=8, BN=16, BK=8, target="generic").instructions
+    assert not counts.get(IN_PLACE), "two register strips: a strip's stores would precede the next one's reads"
     x, p2 = rand(rng, (8, 16), "f32"), np.zeros((8, 16), np.float32)
     counts = _computed_a.compile(x, b[:16, :16], p2, BM=8, BN=16, K=16, target="generic").instructions
     assert not counts.get(IN_PLACE)
@@ -83,3 +92,30 @@ def test_computed_a_accumulates_by_plain_load_and_store(M, N):
     p = p0.copy()
     _computed_a[(-(-M // 8), -(-N // 16))](x, b, p, BM=8, BN=16, K=16)
     check(p, f64(p0) + np.exp(f64(x) / 4) @ f64(b), "f32", scale_by_max=True)
+
+
+@xejit.kernel
+def _accumulate_onto(a, b, p, N, K, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+    """p += a @ b, k step by k step, each BN-wide tile of p updated in place (no first copy)."""
+    for k in range(0, K, BK):
+        for n in range(0, N, BN):
+            tp = xl.init_tile(p, [0, n], [BM, BN])
+            acc = xl.tile_mma(xl.load_tile(xl.init_tile(a, [0, k], [BM, BK])),
+                              xl.load_tile(xl.init_tile(b, [k, n], [BK, BN])), xl.load_tile(tp))
+            xl.store_tile(tp, acc)
+
+
+@requires_device
+def test_in_place_accumulator_over_its_own_b():
+    """p is b's first 8 rows (two arguments, one memory): the 8x16 accumulator takes two register
+    strips, and the second strip's B rows include what a first strip's stores would write, so it
+    is not updated in place (the kernel's program order: each tile reads, then writes)."""
+    rng = np.random.default_rng(11)
+    M, N, K, BK = 8, 32, 16, 8
+    a, mem = rand(rng, (M, K), "f32"), rand(rng, (K, N), "f32")
+    want = f64(mem)
+    for k in range(0, K, BK):
+        for n in range(0, N, 16):
+            want[:M, n:n + 16] = want[:M, n:n + 16] + f64(a)[:, k:k + BK] @ want[k:k + BK, n:n + 16]
+    _accumulate_onto[(1,)](a, mem, mem[:M], N, K, BM=M, BN=16, BK=BK)
+    check(mem, want, "f32", scale_by_max=True)

@@ -988,7 +988,10 @@ class GenericLowering(LoweringBase):
                 f"tiles or more subgroups (num_subgroups)", op)
         place = self.env[id(op.operands[2])] if len(op.operands) == 3 else None
         if isinstance(place, LazyAcc):
-            if isinstance(A, LazyTile) and isinstance(B, LazyTile) and not self._gathered_b_loop(B):
+            # one register strip: its stores come after all reads of A and B, which may be views
+            # of the accumulator's memory (a second strip would re-read B after the first's stores)
+            if (isinstance(A, LazyTile) and isinstance(B, LazyTile) and not self._gathered_b_loop(B)
+                    and M <= self._rows_per_strip(G)):
                 place = place.tile
             else:   # not the fused form: load it here, the store_tile stores it
                 self.count("tile_mma accumulator updated in place", -1)

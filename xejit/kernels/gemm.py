@@ -283,11 +283,14 @@ _GENERIC_CONFIGS = [
 #: runtime thread, min of 40-200 interleaved calls on the loaded VM (load 5-7; numpy one thread in
 #: the same runs): M=1 BK,BN 8,64 0.47 ms, 4,64 0.52, 16,64 0.60, 8,32 0.49 (numpy 0.45); M=2
 #: 32,64 1.48, 8,64 0.75, 8,32 0.67 (numpy 1.77); M=4 32,32 2.21, 8,64 1.87, 8,32 1.35 (numpy
-#: 1.80); M=8 32,16 1.77, 16,16 1.76, 8,16 1.79, 8,32 1.85 (numpy 2.00).
+#: 1.80); M=8 32,16 1.77, 16,16 1.76, 8,16 1.79, 8,32 1.85 (numpy 2.00). In place only when the
+#: tile is one register strip (BM x BN/16 x 2 ymm within 13: M=8 is two strips and keeps the
+#: plain load and store): M=4 32,16 1.02, 8,16 1.06, 8,32 (two strips) 1.63 (numpy 1.47); M=8
+#: 32,16 1.97, 16,16 2.13 (numpy 1.90).
 #: Rows of b per step, by BM (M rounded up to a power of two):
-GEMV_BK = {1: 8, 2: 8, 4: 8, 8: 32}
+GEMV_BK = {1: 8, 2: 8, 4: 32, 8: 32}
 #: BN by BM (M rounded up to a power of two)
-GEMV_BN = {1: 64, 2: 32, 4: 32, 8: 16}
+GEMV_BN = {1: 64, 2: 32, 4: 16, 8: 16}
 GEMV_SLICES = 8
 #: the largest M that gemv_kernel takes (its BM is M rounded up to a power of two)
 GEMV_MAX_M = 8
