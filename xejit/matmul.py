@@ -424,11 +424,12 @@ def _aligning_shift(b: Any, bm: int) -> int:
 
 
 #: gemv_kernel's partial sums: rows this many elements longer than N, and the buffer placed half a
-#: page away from b (addresses mod 4096). With a [8, 16] tile of p rows 8 KB apart at the same
-#: page offsets as b's rows, every b load after a register strip's stores waited on them (the
-#: core matches loads to pending stores by the address bits below 4 KB) and all of them sat in
-#: one L1 set: 8x2048x2048 fp32, kernel alone, one runtime thread, BK 8: 8.2 -> 2.06 ms, BK 32
-#: 2.49 -> 1.92 (numpy, one thread, same runs: 1.93-2.07).
+#: page away from b (addresses mod 4096), so p's tile rows and b's rows do not share page offsets:
+#: the core matches loads to pending stores by the address bits below 4 KB (an in-place
+#: accumulator of two register strips, since dropped, took 8.2 ms instead of 2.06 at 8x2048x2048
+#: with BK 8), and at equal offsets they all sit in one L1 set. Kernel alone, one runtime thread,
+#: min of 30-60 calls, two alternating runs on the loaded VM: 4x2048x2048 1.13-1.20 -> 0.95-1.07
+#: ms, 8x2048x2048 2.24-2.29 -> 1.92-1.97 (numpy one thread 1.47 / 1.90).
 _GEMV_P_PAD = 16
 _GEMV_P_GAP = 2048
 
