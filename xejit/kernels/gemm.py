@@ -282,8 +282,8 @@ _GENERIC_CONFIGS = [
 #: BM x BN/16 x 2 ymm within 13: 1x64, 2x32, 4x16; 8x16 is two strips and keeps the plain load
 #: and store) and p half a page from b (matmul._GEMV_P_GAP), kernel alone, one runtime thread,
 #: min of 40-200 interleaved calls on the loaded VM (load 5-7; numpy one thread in the same
-#: runs): M=1 BK,BN 8,64 0.47 ms, 4,64 0.52, 16,64 0.60, 8,32 0.49 (numpy 0.45); M=2 32,64 1.48,
-#: 8,64 0.75, 8,32 0.67 (numpy 1.77); M=4 32,16 1.02, 8,16 1.06, 8,32 1.63 (numpy 1.47); M=8
+#: runs): M=1 BK,BN 8,64 0.47 ms, 4,64 0.52, 16,64 0.60, 8,32 0.49 (numpy 0.45); M=2 8,32 0.70,
+#: 8,16 0.79, 32,64 (the old pick) 1.27 (numpy 1.61); M=4 32,16 1.02, 8,16 1.06, 8,32 1.63 (numpy 1.47); M=8
 #: 32,16 1.97, 16,16 2.13 (numpy 1.90).
 #: Rows of b per step, by BM (M rounded up to a power of two):
 GEMV_BK = {1: 8, 2: 8, 4: 32, 8: 32}
