@@ -401,6 +401,15 @@ def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
 _GEMV_ALIGN_MIN_BM = 4
 
 
+def _address(x: Any) -> int | None:
+    """The address of a host array's first element (numpy, torch CPU), else None."""
+    if isinstance(x, np.ndarray):
+        return x.ctypes.data
+    if _is_torch(x):
+        return x.data_ptr()
+    return None
+
+
 def _aligning_shift(b: Any, bm: int) -> int:
     """The first column tile's start (<= 0) that puts b's row pieces on 64-byte lines, when every
     row starts at the same offset in its line (else 0)."""
@@ -408,15 +417,21 @@ def _aligning_shift(b: Any, bm: int) -> int:
         return 0
     name = _dtype_name(b)
     item = 2 if name == "bfloat16" else np.dtype(name).itemsize
-    if isinstance(b, np.ndarray):
-        addr = b.ctypes.data
-    elif _is_torch(b):
-        addr = b.data_ptr()
-    else:
-        return 0
-    if (_strides(b)[0] * item) % 64 or addr % item:
+    addr = _address(b)
+    if addr is None or (_strides(b)[0] * item) % 64 or addr % item:
         return 0
     return -((addr % 64) // item)
+
+
+#: gemv_kernel's partial sums: rows this many elements longer than N, and the buffer placed half a
+#: page away from b (addresses mod 4096), so p's tile rows and b's rows do not share page offsets:
+#: the core matches loads to pending stores by the address bits below 4 KB (an in-place
+#: accumulator of two register strips, since dropped, took 8.2 ms instead of 2.06 at 8x2048x2048
+#: with BK 8), and at equal offsets they all sit in one L1 set. Kernel alone, one runtime thread,
+#: min of 30-60 calls, two alternating runs on the loaded VM: 4x2048x2048 1.13-1.20 -> 0.95-1.07
+#: ms, 8x2048x2048 2.24-2.29 -> 1.92-1.97 (numpy one thread 1.47 / 1.90).
+_GEMV_P_PAD = 16
+_GEMV_P_GAP = 2048
 
 
 def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
@@ -431,7 +446,9 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     ks = cdiv(cdiv(K, GEMV_SLICES), bk) * bk
     slices = cdiv(K, ks)
     is_int = acc == xl.int32
-    p = _scratch("gemv", slices * bm, N, np.int32 if is_int else np.float32)   # every element written
+    addr = _address(b)
+    p = _scratch("gemv", slices * bm, N, np.int32 if is_int else np.float32, pitch=N + _GEMV_P_PAD,
+                 at=None if addr is None else (addr + _GEMV_P_GAP) % 4096)   # every element written
     gemv_kernel[(slices,)](a, b, p, M, N, K, ks, _aligning_shift(b, bm), BM=bm, BN=GEMV_BN[bm], BK=bk,
                            ACC=acc)
     parts = p.reshape(slices, bm, N)[:, :M]
@@ -479,22 +496,30 @@ def _packed_applies(a: Any, b: Any, c: Any) -> bool:
 _SCRATCH = threading.local()
 
 
-def _scratch(name: str, rows: int, cols: int, dtype: Any) -> np.ndarray:
+def _scratch(name: str, rows: int, cols: int, dtype: Any, pitch: int | None = None,
+             at: int | None = None) -> np.ndarray:
     """This thread's USM scratch buffer ``name`` as a [rows, cols] array (reused: fresh pages cost
-    faults every call; per thread, so concurrent calls never share one). Launches are synchronous,
-    so a buffer is free again when the call that used it returns."""
+    faults every call; per thread, so concurrent calls never share one), ``pitch`` elements
+    between rows (default cols), its first element at ``at`` bytes into a 4 KB page (default: the
+    buffer's start). Launches are synchronous, so a buffer is free again when the call that used
+    it returns."""
     dtype = np.dtype(dtype)
+    pitch = cols if pitch is None else pitch
+    size = rows * pitch + 4096 // dtype.itemsize
     buf = getattr(_SCRATCH, name, None)
-    if buf is None or buf.dtype != dtype or buf.size < rows * cols:
-        buf = usm.empty((rows * cols,), dtype)
+    if buf is None or buf.dtype != dtype or buf.size < size:
+        buf = usm.empty((size,), dtype)
         setattr(_SCRATCH, name, buf)
         setattr(_SCRATCH, name + "_view", None)
+    offset = 0 if at is None else ((at - buf.ctypes.data) % 4096) // dtype.itemsize
     # the same view object for the same shape: a launch finds its prepared plan by the array's
     # identity (launch_plan); a new view each call took the slower first-sight path (~40 us)
     view = getattr(_SCRATCH, name + "_view", None)
-    if view is None or view.shape != (rows, cols):
-        view = buf[:rows * cols].reshape(rows, cols)
+    key = (rows, cols, pitch, offset)
+    if view is None or getattr(_SCRATCH, name + "_key", None) != key:
+        view = buf[offset:offset + rows * pitch].reshape(rows, pitch)[:, :cols]
         setattr(_SCRATCH, name + "_view", view)
+        setattr(_SCRATCH, name + "_key", key)
     return view
 
 

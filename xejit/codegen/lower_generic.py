@@ -88,6 +88,20 @@ class LazyTile:
 
 
 @dataclass
+class LazyAcc:
+    """A load_tile of a tile_mma accumulator that is stored back to the same tile right after
+    (``store_tile(t, tile_mma(a, b, load_tile(t)))``, the GEMV's partial sums): tile_mma reads,
+    updates and writes it register strip by register strip inside its own in-bounds test, so no
+    accumulator is live across a branch join (the CPU driver spilled all of them there)."""
+    tile: "Tile"
+    pad: ir.Value
+
+
+#: what a tile_mma that stored its accumulator in place returns: its store_tile has nothing to do
+STORED_IN_PLACE = object()
+
+
+@dataclass
 class Arr:
     ptr: ir.Value
     dims: list[ir.Value]      # 2D view: H, W (i64)
@@ -563,6 +577,9 @@ class GenericLowering(LoweringBase):
         mt = mem_type(et)
         pad = self.const(et, op.attributes.get("padding", 0))
         uses = op.result.uses
+        if FUSE_MMA_LOADS and self._accumulates_in_place(op):
+            self.count("tile_mma accumulator updated in place")
+            return LazyAcc(tile, pad)
         if FUSE_MMA_LOADS and self._fusable(op):
             self.count("load fused into tile_mma")
             why = self._block_io_ok(tile)
@@ -572,6 +589,16 @@ class GenericLowering(LoweringBase):
             return LazyTile(tile, pad, self._in_bounds(tile), (R, C), et)
         if UNIFORM_A and uses and all(u.name == "xetile.tile_mma" and i == 0 for u, i in uses):
             return self._load_uniform(tile, pad, rereadable=self._unwritten_until_uses(op))
+        return self._load_tile(op, tile, pad)
+
+    def _load_tile(self, op, tile: Tile, pad: ir.Value) -> Vec:
+        """A tile's values in registers: block reads or plain loads when in bounds, else masked."""
+        t = tile.type
+        R, C = t.shape
+        G = self.col_groups(C)
+        et = t.dtype
+        b = self.b
+        mt = mem_type(et)
         why = self._block_io_ok(tile)
         narrow = why is not None and self._block_read_narrow_ok(tile)
         if why is not None and not narrow:
@@ -613,6 +640,25 @@ class GenericLowering(LoweringBase):
                 blk_slow = b.block
         vals = join_phis(b, fast, blk_fast, slow, blk_slow)
         return Vec((R, C), et, [vals[r * G:(r + 1) * G] for r in range(R)])
+
+    def _accumulates_in_place(self, op) -> bool:
+        """``op`` loads a tile_mma accumulator that is stored back to the same tile right after:
+        its one use is the accumulator of a tile_mma (same block) whose one use is a store_tile to
+        the same tile, nothing between writes memory, and the tile takes 32-bit block IO."""
+        uses = op.result.uses
+        if len(uses) != 1 or uses[0][0].name != "xetile.tile_mma" or uses[0][1] != 2:
+            return False
+        mma = uses[0][0]
+        if mma.parent is not op.parent or len(mma.result.uses) != 1:
+            return False
+        st, i = mma.result.uses[0]
+        if st.name != "xetile.store_tile" or i != 0 or st.parent is not op.parent or st.operands[1] is not op.operands[0]:
+            return False
+        tile: Tile = self.env[id(op.operands[0])]
+        if mma.result.type.dtype != tile.type.dtype or self._block_io_ok(tile) is not None:
+            return False
+        ops = op.parent.ops
+        return not any(o.name in WRITES or o.regions for o in ops[ops.index(op) + 1:ops.index(st)])
 
     def _fusable(self, op) -> bool:
         """All uses are tile_mma A/B operands later in the same block, with no memory write between."""
@@ -757,8 +803,14 @@ class GenericLowering(LoweringBase):
         return Vec((R, C), et, [vals[r * C:(r + 1) * C] for r in range(R)], uniform=True, source=source)
 
     def op_xetile_store_tile(self, op):
-        val: Vec = self.env[id(op.operands[0])]
-        tile: Tile = self.env[id(op.operands[1])]
+        val = self.env[id(op.operands[0])]
+        if val is STORED_IN_PLACE:   # tile_mma wrote it (LazyAcc)
+            return None
+        self._store_tile(op, val, self.env[id(op.operands[1])])
+        return None
+
+    def _store_tile(self, op, val: Vec, tile: Tile) -> None:
+        """Store a tile's values: block writes or plain stores when in bounds, else masked."""
         t = tile.type
         R, C = t.shape
         G = self.col_groups(C)
@@ -809,7 +861,6 @@ class GenericLowering(LoweringBase):
                         with b.if_then(ok):
                             b.store(self.to_mem(et, val.regs[r][g]),
                                     self.elem_ptr(tile.arr, self._edge_addr(tile, r, self.col_index(C, g))))
-        return None
 
     def op_xetile_atomic_rmw_tile(self, op):
         val: Vec = self.env[id(op.operands[0])]
@@ -935,7 +986,22 @@ class GenericLowering(LoweringBase):
                 f"(CPU device) takes at most {MAX_ACC_VALUES} (e.g. 64x64): larger ones compile to megabytes "
                 f"of code that the OpenCL CPU driver builds for minutes (or that crash LLVM). Use smaller "
                 f"tiles or more subgroups (num_subgroups)", op)
-        if len(op.operands) == 3:
+        place = self.env[id(op.operands[2])] if len(op.operands) == 3 else None
+        if isinstance(place, LazyAcc):
+            # one register strip: its stores come after all reads of A and B, which may be views
+            # of the accumulator's memory (a second strip would re-read B after the first's stores)
+            if (isinstance(A, LazyTile) and isinstance(B, LazyTile) and not self._gathered_b_loop(B)
+                    and M <= self._rows_per_strip(G)):
+                place = place.tile
+            else:   # not the fused form: load it here, the store_tile stores it
+                self.count("tile_mma accumulator updated in place", -1)
+                self.env[id(op.operands[2])] = self._load_tile(op, place.tile, place.pad)
+                place = None
+        else:
+            place = None
+        if place is not None:
+            acc = [[None] * G for _ in range(M)]   # read strip by strip on the fast path
+        elif len(op.operands) == 3:
             acc = [list(row) for row in self.env[id(op.operands[2])].regs]
         else:
             acc = [[self.const(rt, 0)] * G for _ in range(M)]
@@ -954,7 +1020,8 @@ class GenericLowering(LoweringBase):
         shuffled_a = (isinstance(A, Vec) and not A.uniform and len(A.regs[0]) == 1 and isinstance(B, LazyTile)
                       and LOOP_BOUNDARY_MMA)
 
-        def steps(acc, fast):
+        def steps(acc, fast, place=None):
+            """``place``: the accumulator's tile, read before and written after each strip."""
             acc = [list(row) for row in acc]
             # register blocking: strips of RB rows, k inner, so a strip's accumulators stay in
             # vector registers; B rows are re-read per strip (from L1)
@@ -972,10 +1039,17 @@ class GenericLowering(LoweringBase):
                 # strips after the first re-read B at an address the compilers cannot prove equal
                 # (+ strip * opaque zero): else they merge the loads and keep all of B live
                 bump = b.mul(I64(m0 // rb), self._opaque_zero()) if m0 else None
+                if place is not None:
+                    for m in rows:
+                        acc[m] = [self._acc_block_io(place, m, g) for g in range(G)]
                 if k_loop:
                     strip_loop(acc, rows, bump)
                 else:
                     strip(acc, fast, rows, bump)
+                if place is not None:
+                    for m in rows:
+                        for g in range(G):
+                            self._acc_block_io(place, m, g, acc[m][g])
             if k_loop:
                 self.count("GEMM in-bounds path: k loop per strip", -(-M // rb))
             return acc
@@ -1050,8 +1124,20 @@ class GenericLowering(LoweringBase):
             # block reads): unrolled over k they made the CPU driver's build superlinear (fp16
             # column-major B 16x32x32: 48 s, 32x32x32: minutes), so the in-bounds version is a
             # k loop too, with plain loads
-            loop_fast = (LOOP_BOUNDARY_MMA and (isinstance(A, LazyTile) or shuffled_a) and isinstance(B, LazyTile)
-                         and self._block_io_ok(B.tile) is not None and not self._block_read_narrow_ok(B.tile))
+            loop_fast = (isinstance(A, LazyTile) or shuffled_a) and self._gathered_b_loop(B)
+            if place is not None:
+                # the accumulator's tile in bounds too; each path reads and writes it itself
+                cond = b.and_(cond, self._in_bounds(place))
+                with b.if_else(cond, likely=True) as (then, otherwise):
+                    with then:
+                        self._bases = {}
+                        steps(acc, True, place)
+                        self._bases = {}
+                    with otherwise:
+                        slow = self._mma_boundary_loop(A, B, self._acc_masked_io(place, M, G), M, K, G, prep, isint)
+                        self._acc_masked_io(place, M, G, slow)
+                self.count("fma" if not isint else "int mul+add", M * K * G)
+                return STORED_IN_PLACE
             with b.if_else(cond, likely=True) as (then, otherwise):
                 with then:
                     self._bases = {}
@@ -1070,6 +1156,26 @@ class GenericLowering(LoweringBase):
             acc = [join_phis(b, rf, bf, rs, bs) for rf, rs in zip(fast, slow)]
         self.count("fma" if not isint else "int mul+add", M * K * G)
         return Vec((M, N), rt, acc)
+
+    def _gathered_b_loop(self, B) -> bool:
+        """A lazy B whose in-bounds rows are per-lane loads (column-major or unaligned B, narrow
+        types without block reads): tile_mma's in-bounds version is a k loop too (see there)."""
+        return (LOOP_BOUNDARY_MMA and isinstance(B, LazyTile) and self._block_io_ok(B.tile) is not None
+                and not self._block_read_narrow_ok(B.tile))
+
+    def _acc_block_io(self, tile: Tile, r: int, g: int, value: ir.Value | None = None) -> ir.Value | None:
+        """Read (``value`` None) or write row r, column group g of an in-bounds 32-bit row-major
+        tile by one subgroup block read / write (an in-place tile_mma accumulator)."""
+        b = self.b
+        ptr = self._fast_addr(tile, r, I64(g * self.S))
+        f32_ = tile.type.dtype == f32
+        if value is None:
+            self.count("block_read_u32")
+            w = bi.block_read_u32(b, ptr)
+            return b.bitcast(w, F32) if f32_ else w
+        self.count("block_write_u32")
+        bi.block_write_u32(b, ptr, b.bitcast(value, I32) if f32_ else value)
+        return None
 
     def _opaque_zero(self) -> ir.Value:
         """A uniform i64 that is 0 at run time but not to the compilers (first array's dim 0 >> 62):
@@ -1123,12 +1229,48 @@ class GenericLowering(LoweringBase):
             idx = b.add(b.mul(row, s0), b.mul(cc, s1))
             self.count("load (in-bounds k loop)")
             return self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
-        ok = b.and_(self._in_range(row, H),
-                    b.and_(b.icmp_signed(">=", cc, I64(0)), b.icmp_signed("<", cc, W)))
-        idx = b.select(ok, b.add(b.mul(row, s0), b.mul(cc, s1)), I64(0))
-        v = self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
+        ok, ptr = self._lane_elem(tile, r, col)
+        v = self.from_mem(et, b.load(ptr, typ=mt))
         self.count("masked load (boundary path)")
         return b.select(ok, v, lt.pad)
+
+    def _lane_elem(self, tile: Tile, r: ir.Value, col: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(in bounds?, pointer) of element (r, col) of a tile (tile-relative, i64; the pointer is
+        element 0 of the array when out of bounds). The lane's column is compared with uniform
+        bounds and added to a uniform row base: with ``c0 + col`` per lane, the CPU driver kept a
+        loop-carried i64 vector of it per column group for a tile moving in a loop (GEMV: 16
+        vector adds and 32 spill moves per tile on the in-bounds path)."""
+        b = self.b
+        H, W = tile.arr.dims
+        s0, s1 = tile.arr.strides
+        row = b.add(tile.r0, r)
+        ok = b.and_(self._in_range(row, H),
+                    b.and_(b.icmp_signed(">=", col, b.neg(tile.c0)), b.icmp_signed("<", col, b.sub(W, tile.c0))))
+        base = b.add(b.mul(row, s0), b.mul(tile.c0, s1))
+        off = b.select(ok, b.mul(col, s1), b.neg(base))
+        return ok, b.gep(self.elem_ptr(tile.arr, base), [off], source_etype=mem_type(tile.type.dtype))
+
+    def _acc_masked_io(self, tile: Tile, M: int, G: int, values: list | None = None) -> list | None:
+        """Read (``values`` None: padded with 0) or write (out-of-bounds elements dropped) an
+        in-place tile_mma accumulator that is not wholly in bounds, M rows of G column groups."""
+        b = self.b
+        C = tile.type.shape[1]
+        et = tile.type.dtype
+        out = []
+        for m in range(M):
+            row = []
+            for g in range(G):
+                ok, ptr = self._lane_elem(tile, I64(m), self.col_index(C, g))
+                if values is None:
+                    self.count("masked load (boundary path)")
+                    v = self.from_mem(et, b.load(ptr, typ=mem_type(et)))
+                    row.append(b.select(ok, v, self.const(et, 0)))
+                else:
+                    self.count("masked store (boundary path)")
+                    with b.if_then(ok):
+                        b.store(self.to_mem(et, values[m][g]), ptr)
+            out.append(row)
+        return out if values is None else None
 
     def op_xetile_tile_reduce(self, op):
         X: Vec = self.env[id(op.operands[0])]

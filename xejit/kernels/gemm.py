@@ -280,10 +280,17 @@ _GENERIC_CONFIGS = [
 #: CPU ms per call, two runs): M=1 BK,slices 16,16 0.87-1.15 / 1.17-1.59; 8,16 0.74-0.96 /
 #: 0.97-1.29; 8,8 0.74-0.92 / 0.90-1.22 (BN 128: 0.68-0.89 / 0.91-1.17); M=8 slices 8 3.24
 #: against 16 3.40 CPU ms, BK 16 4.2.
+#: With the partial sums updated in place when the tile is one register strip (lower_generic;
+#: BM x BN/16 x 2 ymm within 13: 1x64, 2x32, 4x16; 8x16 is two strips and keeps the plain load
+#: and store) and p half a page from b (matmul._GEMV_P_GAP), kernel alone, one runtime thread,
+#: min of 40-200 interleaved calls on the loaded VM (load 5-7; numpy one thread in the same
+#: runs): M=1 BK,BN 8,64 0.47 ms, 4,64 0.52, 16,64 0.60, 8,32 0.49 (numpy 0.45); M=2 8,32 0.70,
+#: 8,16 0.79, 32,64 (the old pick) 1.27 (numpy 1.61); M=4 32,16 1.02, 8,16 1.06, 8,32 1.63 (numpy 1.47); M=8
+#: 32,16 1.97, 16,16 2.13 (numpy 1.90).
 #: Rows of b per step, by BM (M rounded up to a power of two):
-GEMV_BK = {1: 8, 2: 32, 4: 32, 8: 32}
+GEMV_BK = {1: 8, 2: 8, 4: 32, 8: 32}
 #: BN by BM (M rounded up to a power of two)
-GEMV_BN = {1: 64, 2: 64, 4: 32, 8: 16}
+GEMV_BN = {1: 64, 2: 32, 4: 16, 8: 16}
 GEMV_SLICES = 8
 #: the largest M that gemv_kernel takes (its BM is M rounded up to a power of two)
 GEMV_MAX_M = 8
