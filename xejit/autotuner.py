@@ -219,13 +219,20 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     ahead = min(BK, 32) if t.block_io is not None and a_t.bitwidth == 8 else 0
     b_order = _array_order(b_type)
     col_b = b_order == (0, 1)   # B of a @ w.T, w stored [N, K]
+    # Column-major B through transposed 2D block loads (one DPAS B block each): Intel's compiler
+    # issues every B load of the k-step ahead of the DPAS, each into registers of its own, so the
+    # whole BK x sn of B is live while A stays one 32-deep slice (pvc, fp16 128x128x128/16sg: 16
+    # transposed loads into 16 distinct 8-register blocks, the 4 A loads into one). fp16 64x32
+    # tiles at BK=64 (256x256x64/32sg): 128 + 64 + 64 of 240 registers, spill 1280 B on pvc,
+    # 1600 B on bmg and lnl; at BK=32 and 32x32 tiles at BK=128 (224) they build with 0 spill.
+    kb_whole = col_b and t.block_io is not None and not fma
     op_k = t.dpas.k_of(_DPAS_TYPE.get(a_t.name, "")) if t.dpas is not None and not fma else None
     best = None
     for sgm, sgn in _subgroup_layouts(nsg):
         if BM % sgm or BN % sgn:
             continue
         sm, sn = BM // sgm, BN // sgn
-        kw, kb, extra = kl, kl, 0
+        kw, kb, extra = kl, (BK if kb_whole else kl), 0
         if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b):
             # dg2 with B staged in SLM (codegen/slm_staging.py): each K-slice's operands (64 bytes
             # of A's row, 32 rows of B) are loaded next to that slice's DPAS and dead after them
