@@ -225,7 +225,9 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     # transposed loads into 16 distinct 8-register blocks, the 4 A loads into one). fp16 64x32
     # tiles at BK=64 (256x256x64/32sg): 128 + 64 + 64 of 240 registers, spill 1280 B on pvc,
     # 1600 B on bmg and lnl; at BK=32 and 32x32 tiles at BK=128 (224) they build with 0 spill.
-    kb_whole = col_b and t.block_io is not None and not fma
+    # (8- and 16-bit B. tf32's column-major B does not follow it -- pvc 32x32 tiles: BK=64 builds
+    # with 0 spill, BK=128 spills 27 KB -- and keeps the 32-deep rule: not yet grounded.)
+    kb_whole = col_b and t.block_io is not None and b_t.bitwidth < 32
     op_k = t.dpas.k_of(_DPAS_TYPE.get(a_t.name, "")) if t.dpas is not None and not fma else None
     best = None
     for sgm, sgn in _subgroup_layouts(nsg):
