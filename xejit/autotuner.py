@@ -234,7 +234,12 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         if BM % sgm or BN % sgn:
             continue
         sm, sn = BM // sgm, BN // sgn
-        kw, kb, extra = kl, (BK if kb_whole else kl), 0
+        # Row-major B: one A load message of K is live, 64 bytes wide (fp16 32 deep, tf32 16: pvc
+        # tf32 32x16 tiles at BK=32 build with 0 spill in 128 registers, which 32 + 64 + 32 of an A
+        # 32 deep would not fit). (With column-major tf32 B the same tile spills 6 KB: 32 deep kept.)
+        one_load = t.block_io is not None and a_t.bitwidth in (16, 32) and not (fma or col_b)
+        kw = min(kl, 512 // a_t.bitwidth) if one_load else kl
+        kb, extra = (BK if kb_whole else kl), 0
         if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b):
             # dg2 with B staged in SLM (codegen/slm_staging.py): each K-slice's operands (64 bytes
             # of A's row, 32 rows of B) are loaded next to that slice's DPAS and dead after them
