@@ -51,6 +51,7 @@ from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.intel_compiler import find_toolchain
 from .codegen.passes.blocking import operand_plan
+from .codegen.passes.layout_propagation import mma_layout
 from .codegen.targets import check_block_shape, get_target
 from .device_launch import resolve_target
 from .ir.core import ArrayType, ScalarType, f32, scalar_type_from_numpy
@@ -230,7 +231,14 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     kb_whole = col_b and t.block_io is not None and b_t.bitwidth < 32
     op_k = t.dpas.k_of(_DPAS_TYPE.get(a_t.name, "")) if t.dpas is not None and not fma else None
     best = None
-    for sgm, sgn in _subgroup_layouts(nsg):
+    layouts = list(_subgroup_layouts(nsg))
+    if t.block_io is not None:
+        # the split the compiler makes (layout propagation's anchor for tile_mma), not the one that
+        # would need the fewest bytes: with column-major B's whole k-step live, 256x128x128/32sg
+        # needed fewer as 64x16 tiles, but is built as 32x32 (16 loads a k-step counted, 20 made)
+        lay = tuple(mma_layout(BM, BN, nsg).sg_layout)
+        layouts = [lay] if lay in layouts else layouts
+    for sgm, sgn in layouts:
         if BM % sgm or BN % sgn:
             continue
         sm, sn = BM // sgm, BN // sgn
