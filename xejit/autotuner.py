@@ -51,6 +51,7 @@ from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.intel_compiler import find_toolchain
 from .codegen.passes.blocking import operand_plan
+from .codegen.passes.layout_propagation import mma_layout
 from .codegen.targets import check_block_shape, get_target
 from .device_launch import resolve_target
 from .ir.core import ArrayType, ScalarType, f32, scalar_type_from_numpy
@@ -219,13 +220,34 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     ahead = min(BK, 32) if t.block_io is not None and a_t.bitwidth == 8 else 0
     b_order = _array_order(b_type)
     col_b = b_order == (0, 1)   # B of a @ w.T, w stored [N, K]
+    # Column-major B through transposed 2D block loads (one DPAS B block each): Intel's compiler
+    # issues every B load of the k-step ahead of the DPAS, each into registers of its own, so the
+    # whole BK x sn of B is live while A stays one 32-deep slice (pvc, fp16 128x128x128/16sg: 16
+    # transposed loads into 16 distinct 8-register blocks, the 4 A loads into one). fp16 64x32
+    # tiles at BK=64 (256x256x64/32sg): 128 + 64 + 64 of 240 registers, spill 1280 B on pvc,
+    # 1600 B on bmg and lnl; at BK=32 and 32x32 tiles at BK=128 (224) they build with 0 spill.
+    # (8- and 16-bit B. tf32's column-major B does not follow it -- pvc 32x32 tiles: BK=64 builds
+    # with 0 spill, BK=128 spills 27 KB -- and keeps the 32-deep rule: not yet grounded.)
+    kb_whole = col_b and t.block_io is not None and b_t.bitwidth < 32
     op_k = t.dpas.k_of(_DPAS_TYPE.get(a_t.name, "")) if t.dpas is not None and not fma else None
     best = None
-    for sgm, sgn in _subgroup_layouts(nsg):
+    layouts = list(_subgroup_layouts(nsg))
+    if t.block_io is not None:
+        # the split the compiler makes (layout propagation's anchor for tile_mma), not the one that
+        # would need the fewest bytes: with column-major B's whole k-step live, 256x128x128/32sg
+        # needed fewer as 64x16 tiles, but is built as 32x32 (16 loads a k-step counted, 20 made)
+        lay = tuple(mma_layout(BM, BN, nsg).sg_layout)
+        layouts = [lay] if lay in layouts else layouts
+    for sgm, sgn in layouts:
         if BM % sgm or BN % sgn:
             continue
         sm, sn = BM // sgm, BN // sgn
-        kw, kb, extra = kl, kl, 0
+        # Row-major B: one A load message of K is live, 64 bytes wide (fp16 32 deep, tf32 16: pvc
+        # tf32 32x16 tiles at BK=32 build with 0 spill in 128 registers, which 32 + 64 + 32 of an A
+        # 32 deep would not fit). (With column-major tf32 B the same tile spills 6 KB: 32 deep kept.)
+        one_load = t.block_io is not None and a_t.bitwidth in (16, 32) and not (fma or col_b)
+        kw = min(kl, 512 // a_t.bitwidth) if one_load else kl
+        kb, extra = (BK if kb_whole else kl), 0
         if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b):
             # dg2 with B staged in SLM (codegen/slm_staging.py): each K-slice's operands (64 bytes
             # of A's row, 32 rows of B) are loaded next to that slice's DPAS and dead after them

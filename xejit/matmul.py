@@ -236,8 +236,8 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     8x512x64 is 8x64 per subgroup over 8 subgroups (16 fp16 DPAS, 6 loads) against 8x32 over 16
     (8 DPAS, 4 loads), measured by Intel's compiler at pvc 2.88 / 3.88 instructions per DPAS in
     fp16 and 3.5 / 5.5 in int8; column-major fp16 B (one transposed load per DPAS B block) takes
-    64x32 tiles with BK=32 (6 loads for 32 DPAS: pvc 1.94, bmg 1.78) over 32x32 tiles with BK=128
-    (20 for 64: 2.17 / 1.97)."""
+    64x32 tiles with BK=32 (6 loads for 32 DPAS: pvc 1.94, bmg 1.69) over 32x32 tiles with BK=128
+    (20 for 64: 2.17 / 1.69)."""
     cores = os.cpu_count() or 1
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
     padded = wgs * BM * BN * max(int(K), 1)

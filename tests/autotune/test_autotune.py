@@ -280,6 +280,55 @@ def test_dg2_model_prunes_exactly_what_intels_compiler_spills(dtype, col_b):
         assert (est["slm_bytes"] == 0) or not col_b, (key, est)   # column-major B is not staged
 
 
+# pvc, bmg and lnl, 4096^3: the library configs Intel's compiler spills, per target, dtype and B
+# layout (benchmarks/bench_device_code.py --targets pvc bmg lnl --dtypes fp16 int8 fp32 --variants rowB
+# colB tf32): spill bytes. Every other config with a whole number of DPAS K-blocks builds
+# with 0 spill (int8 with BK=16 is pruned for its DPAS K: never built).
+XE_SPILLS = {
+    ("pvc", "fp16", False): {},
+    ("pvc", "fp16", True): {(256, 256, 64, 32): 1280},
+    ("pvc", "int8", False): {(256, 256, 64, 32): 192},
+    ("pvc", "int8", True): {(256, 256, 64, 32): 192},
+    ("bmg", "fp16", False): {},
+    ("bmg", "fp16", True): {(256, 256, 64, 32): 1600},
+    ("bmg", "int8", False): {(256, 256, 64, 32): 6720},
+    ("bmg", "int8", True): {(256, 256, 64, 32): 6912},
+    ("lnl", "fp16", False): {},
+    ("lnl", "fp16", True): {(256, 256, 64, 32): 1600},
+    ("lnl", "int8", False): {(256, 256, 64, 32): 6720},
+    ("lnl", "int8", True): {(256, 256, 64, 32): 6912},
+    # tf32 (fp32 operands, PRECISION="tf32"), row-major B: 64x32 subgroup tiles and 32x32 ones in the
+    # default register file spill; 32x16 tiles at BK=32 in it do not (A is live one 16-deep load at
+    # a time). Column-major tf32 B is not pinned: the model lets 32x32 tiles at BK=128 (27 KB) and
+    # 8x64 at BK=64 (3.2 KB) through, which Intel's compiler then prunes (the autotuner asks it).
+    ("pvc", "tf32", False): {(256, 256, 64, 32): 30784, (256, 256, 32, 32): 14080, (256, 128, 32, 16): 14016,
+                             (128, 256, 32, 16): 13952, (128, 128, 32, 8): 13952, (64, 64, 16, 4): 6464,
+                             (128, 128, 16, 16): 6336},
+}
+
+
+@pytest.mark.parametrize("target,dtype,col_b", list(XE_SPILLS))
+def test_xe_model_prunes_exactly_what_intels_compiler_spills(target, dtype, col_b):
+    """Both ways, on targets with 2D block IO: the resource model keeps every config that builds
+    spill-free and prunes, for registers, every one that spills. (Column-major B: the transposed
+    loads of the whole k-step are live at once -- fp16 256x256x64/32sg fitted the model before and
+    spilled.) bf16 is fp16 to the model: same widths, same loads."""
+    el, acc, out, prec = {"fp16": (np.float16, f32, np.float16, None), "int8": (np.int8, i32, np.int32, None),
+                          "tf32": (np.float32, f32, np.float32, "tf32")}[dtype]
+    a, c = np.empty((64, 64), el), np.empty((64, 64), out)
+    b = np.empty((64, 64), el).T if col_b else np.empty((64, 64), el)
+    spills = XE_SPILLS[target, dtype, col_b]
+    for cfg in CONFIGS[target]:
+        key = (cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"], cfg.num_subgroups)
+        est = estimate_gemm(target, *key[:3], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc, prec)
+        if dtype == "int8" and key[2] % 32:
+            assert any("DPAS K=32" in p for p in est["problems"]), (key, est)
+            continue
+        regs = [p for p in est["problems"] if "registers" in p]
+        assert bool(regs) == (key in spills), (target, dtype, col_b, key, est)
+        assert len(regs) == len(est["problems"]), (key, est)
+
+
 def test_pvc_space_has_the_large_tile():
     assert Config({"BM": 256, "BN": 256, "BK": 32}, num_subgroups=32, num_stages=3,
                   grf_mode="256") in CONFIGS["pvc"]

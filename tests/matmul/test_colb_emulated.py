@@ -1,5 +1,6 @@
 """The library GEMM with a column-major B (``a @ b.T``, b stored [N, K]: transposed 2D block loads)
-under ``XEJIT_EMULATE=pvc`` on the CPU device, against float64 numpy: in-bounds and edge tiles,
+under ``XEJIT_EMULATE=pvc`` (and ``bmg``: its blocks of one array view take the same coordinates
+plus immediate offsets) on the CPU device, against float64 numpy: in-bounds and edge tiles,
 fp16 / bf16 / int8 / tf32."""
 import numpy as np
 import pytest
@@ -15,15 +16,17 @@ def _config(bm, bn, bk, nsg):
                                                   c.num_subgroups) == (bm, bn, bk, nsg))
 
 
-@pytest.mark.parametrize("dtype,tile,shape", [
-    ("f16", (64, 64, 16, 4), (64, 64, 64)),       # 32x32 subgroup tiles, in bounds
-    ("f16", (64, 64, 16, 4), (80, 72, 40)),       # M / N edges, a K tail
-    ("bf16", (64, 64, 16, 4), (64, 96, 48)),
-    ("f32", (64, 64, 16, 4), (72, 64, 40)),       # tf32: B blocks 8 deep
-    ("i8", (64, 128, 32, 8), (72, 100, 96)),      # int8: B blocks 32 deep; M / N edges
+@pytest.mark.parametrize("target,dtype,tile,shape", [
+    ("pvc", "f16", (64, 64, 16, 4), (64, 64, 64)),       # 32x32 subgroup tiles, in bounds
+    ("pvc", "f16", (64, 64, 16, 4), (80, 72, 40)),       # M / N edges, a K tail
+    ("pvc", "bf16", (64, 64, 16, 4), (64, 96, 48)),
+    ("pvc", "f32", (64, 64, 16, 4), (72, 64, 40)),       # tf32: B blocks 8 deep
+    ("pvc", "i8", (64, 128, 32, 8), (72, 100, 96)),      # int8: B blocks 32 deep; M / N edges
+    ("bmg", "f16", (64, 64, 16, 4), (80, 72, 40)),
+    ("bmg", "i8", (64, 128, 32, 8), (72, 100, 96)),
 ])
-def test_library_gemm_column_major_b_on_pvc(monkeypatch, dtype, tile, shape):
-    use_mode(monkeypatch, "pvc")
+def test_library_gemm_column_major_b(monkeypatch, target, dtype, tile, shape):
+    use_mode(monkeypatch, target)
     cfg = _config(*tile)
     M, N, K = shape
     rng = np.random.default_rng(M * 7 + N + K)

@@ -35,7 +35,7 @@ from llvmlite import ir
 
 from ..ir.core import BlockArgument, Operation, OpResult, Value
 
-__all__ = ["FAR", "LOOP_DRIFT", "SMALL_STEP", "clamp", "loop_steps", "own_surface"]
+__all__ = ["FAR", "LOOP_DRIFT", "SMALL_STEP", "clamp", "loop_steps", "own_surface", "split_small_add"]
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 #: where a coordinate that does not fit is put: out of bounds of any surface (< 2**24), with
@@ -118,3 +118,17 @@ def own_surface(b: ir.IRBuilder, surf: tuple, x0: ir.Value, y0: ir.Value, moves:
     sx = b.lshr(sxb, I32(elem_bytes.bit_length() - 1)) if elem_bytes > 1 else sxb
     new = (b.gep(base, [off], source_etype=ir.IntType(8)), b.sub(width, sxb), b.sub(height, sy)) + tuple(surf[3:])
     return new, b.sub(x0, sx), b.sub(y0, sy), (sx, sy)
+
+
+def split_small_add(v: ir.Value) -> tuple[ir.Value, int]:
+    """(base, d) with ``v`` = base + d for an LLVM ``add`` of a constant ``d`` of at most
+    ``SMALL_STEP``, else (v, 0): a block's offset from its neighbours' common coordinate, which a
+    block message with immediate offsets takes in its descriptor instead of a payload write."""
+    total = 0
+    while isinstance(v, ir.Instruction) and v.opname == "add" and len(v.operands) == 2:
+        x, d = v.operands
+        if not (isinstance(d, ir.Constant) and isinstance(d.constant, int)
+                and abs(total + d.constant) <= SMALL_STEP):
+            break
+        v, total = x, total + d.constant
+    return v, total

@@ -144,13 +144,14 @@ def _value_types(v: BlockVariant) -> tuple[list, ir.Type]:
     return [ir.IntType(el)] * n, (lane if v.lane_elems() == 1 else ir.VectorType(lane, v.lane_elems()))
 
 
-def load(b: ir.IRBuilder, v: BlockVariant, payload: ir.Value) -> ir.Value:
-    """The block at the payload's (x, y), as ``<lane_elems x i<lane_bits>>`` (the layout of the
-    Khronos builtin's destination)."""
+def load(b: ir.IRBuilder, v: BlockVariant, payload: ir.Value, imm: tuple[int, int] = (0, 0)) -> ir.Value:
+    """The block at the payload's (x, y) plus the immediate offsets ``imm`` (x, y: targets whose
+    block messages take them, ``BlockIOLimits.immediate_offsets``), as ``<lane_elems x
+    i<lane_bits>>`` (the layout of the Khronos builtin's destination)."""
     shape, lane = _value_types(v)
     ret = shape[0] if len(shape) == 1 else ir.VectorType(shape[0], len(shape))
     fn = bi.declare(b.module, builtin_name(v), ret, [PAYLOAD, I32, I32, I32])
-    val = bi.call(b, fn, [payload, I32(0), I32(0), I32(_CACHE_DEFAULT)])
+    val = bi.call(b, fn, [payload, I32(imm[0]), I32(imm[1]), I32(_CACHE_DEFAULT)])
     return val if ret == lane else b.bitcast(val, lane)
 
 

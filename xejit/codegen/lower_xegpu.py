@@ -253,6 +253,8 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         self._surf_depth: dict[int, int] = {}          # id(surface ok flag) -> loop depth it is made at
         #: id(2D block coordinate) -> the preheader of the loop it is invariant in (set once there)
         self._invariant: dict[int, ir.Block] = {}
+        self._xy_memo: dict[tuple, ir.Value] = {}                   # block_xy's counted x per basic block
+        self._payload_coords: dict[tuple, dict] = {}                # (payload, block) -> coordinates set
         self._merged_prefetches: set[int] = set()    # id(xegpu.prefetch_nd) lowered with a partner
 
     # -- setup -------------------------------------------------------------------------------
@@ -687,10 +689,20 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             s0, s1 = arr.strides
         self.env[id(op.result)] = TD(arr, H, W, s0, s1, r, c, op.result.type)
 
-    def xy_of(self, td: TD, r: ir.Value, c: ir.Value) -> tuple[ir.Value, ir.Value]:
+    def xy_of(self, td: TD, r: ir.Value, c: ir.Value, split: bool = True) -> tuple[ir.Value, ir.Value]:
         """The i32 (x in elements, y) of (row ``r``, col ``c``) on ``td``'s surface; a coordinate
         that does not fit is put far out of bounds (``block_coords.clamp``), not truncated."""
         b = self.b
+        if split and self.target.block_io.immediate_offsets and td.shift is None:
+            # (r, c) a neighbour's plus small constants (the blocking pass's descriptors of one
+            # tile): that neighbour's (x, y) plus the constants, so a k-loop's blocks of one
+            # surface differ by constants -- immediate offsets of one payload (op_xegpu_load_nd)
+            (rb, dr), (cb, dc) = bc.split_small_add(r), bc.split_small_add(c)
+            key = ("xy", id(td.arr), id(td.H), id(rb), id(cb), id(b.block))   # one value per array view
+            if key not in self._xy_memo:
+                self._xy_memo[key] = self.xy_of(td.moved(td.row, td.col, None), rb, cb, False)
+            x, y = self._xy_memo[key]
+            return (b.add(x, I32(dc)) if dc else x), (b.add(y, I32(dr)) if dr else y)
         eb = td.type.dtype.bitwidth // 8
         x0 = b.lshr(td.surf[4], I32(eb.bit_length() - 1))   # the surface's base offset
         x, y = b.add(bc.clamp(b, c), x0), bc.clamp(b, r)
@@ -883,8 +895,16 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                 n = (unit_bytes // eb).bit_length() - 1
                 q = units(n)
                 if q is not None:   # x0's units (made before the loop) + the loop's count of units
-                    x0 = b.ashr(td.counter[0], I32(n))
-                    return b.add(x0, q if mc == 1 else b.mul(q, I32(mc))), y
+                    x0, d = td.counter[0], 0
+                    if self.target.block_io.immediate_offsets:   # a constant apart: kept outermost
+                        x0, d = bc.split_small_add(x0)
+                        if d % (1 << n):
+                            x0, d = td.counter[0], 0
+                    key = (id(x0), n, mc, id(b.block))    # one value for the blocks a constant apart
+                    x = self._xy_memo.get(key)
+                    if x is None:
+                        x = self._xy_memo[key] = b.add(b.ashr(x0, I32(n)), q if mc == 1 else b.mul(q, I32(mc)))
+                    return (b.add(x, I32(d >> n)) if d else x), y
             if unit_bytes > eb:
                 x = b.ashr(x, I32((unit_bytes // eb).bit_length() - 1))
             elif unit_bytes < eb:
@@ -927,7 +947,11 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         pre = self._preheaders[depth]
         coords = (("x", x), ("y", y))
         fixed = tuple((axis, v) for axis, v in coords if self._invariant.get(id(v)) is pre)
-        key = (id(ok), var, id(pre), tuple((axis, id(v)) for axis, v in fixed))
+        # with immediate offsets the descriptors of one array view share a payload (their blocks
+        # a constant apart: one payload write a k-step, not one per block); without, IGC copies
+        # a shared payload per block, so each descriptor's surface keeps its own
+        surface = (id(td.arr), id(td.H), id(td.W), id(td.s0)) if self.target.block_io.immediate_offsets else id(ok)
+        key = (surface, var, id(pre), tuple((axis, id(v)) for axis, v in fixed))
         if key not in self._payloads:
             at = ir.IRBuilder(pre)
             at.position_before(pre.terminator)
@@ -935,6 +959,23 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             bp.set_coords(at, self._payloads[key], fixed)
             self.instructions["2D block address payload (IGC builtin)"] += 1
         return self._payloads[key], [c for c in coords if c not in fixed]
+
+    #: the largest immediate block offset taken (elements / rows); larger ones stay in the payload
+    MAX_IMMEDIATE_OFFSET = 255
+
+    def immediate_offsets(self, xy: tuple) -> tuple[tuple, tuple[int, int]]:
+        """((x, y) less their constant parts, (those constants)) for a block message that takes
+        immediate offsets; a part invariant in a loop leaves its base invariant there too."""
+        out, imm = [], []
+        for v in xy:
+            base, d = bc.split_small_add(v)
+            if d == 0 or abs(d) > self.MAX_IMMEDIATE_OFFSET:
+                base, d = v, 0
+            if id(v) in self._invariant:
+                self._invariant.setdefault(id(base), self._invariant[id(v)])
+            out.append(base)
+            imm.append(d)
+        return tuple(out), tuple(imm)
 
     def op_xegpu_load_nd(self, op: Operation) -> None:
         td: TD = self.env[id(op.operands[0])]
@@ -976,9 +1017,12 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             if var.lane_elems() != per * len(rtypes) or var.lane_bits != unit.width:
                 raise self.err(op, f"internal: 2D block {kind} gives {var.lane_elems()} x "
                                f"i{var.lane_bits} per lane, the block layout {per * len(rtypes)} x {unit}")
-            ap = None
+            ap, imm = None, (0, 0)
             if td.xy is not None:
-                ap = self.payload(td, var, *self.block_xy(td, bits // 8, t.dtype.bitwidth // 8, td.surf[4]))
+                xy = self.block_xy(td, bits // 8, t.dtype.bitwidth // 8, td.surf[4])
+                if self.target.block_io.immediate_offsets:
+                    xy, imm = self.immediate_offsets(xy)
+                ap = self.payload(td, var, *xy)
             if ap is not None:
                 ap, coords = ap
                 ok = td.surf[5]
@@ -990,8 +1034,13 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
 
             def instruction() -> None:
                 if ap is not None:
-                    bp.set_coords(b, ap, coords)
-                    val = bp.load(b, var, ap)
+                    # a coordinate the payload already holds in this block is not set again
+                    # (IGC copied the payload for each set, 7 moves a k-step for 8 blocks)
+                    held = self._payload_coords.setdefault((id(ap), id(b.block)), {})
+                    todo = [(axis, v) for axis, v in coords if held.get(axis) is not v]
+                    bp.set_coords(b, ap, todo)
+                    held.update(todo)
+                    val = bp.load(b, var, ap, imm)
                     b.store(val, b.bitcast(buf, val.type.as_pointer()))
                 else:
                     bi.call(b, f, [base, wid, hei, pit, coord, b.bitcast(buf, PRIV)])
