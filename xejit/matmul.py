@@ -316,13 +316,16 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None) -> np.ndarray | 
         c = np.empty(shape, rdtype)
         _gemv(a, b, None, c, acc, act)
         return c
-    tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc = r
+    tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc, b_as_is = r
     if _TUNERS.get(tuner_id) is not tuner or tuner.cache.get(tkey) is not config:
         return None
     c = usm.empty(shape, rdtype)
     M, K = a.shape
     tuner.best_config = config
-    tuner.kernel[grid](a, _b_for_gemm(b, M), c, c, M, shape[1], K, ACC=acc, HAS_BIAS=False, ACT=act, **meta)
+    # b_as_is: _b_for_gemm passed b through at the first call; its choice reads only what the
+    # key holds (b's dtype, shape, strides; the environment, hence the target), so it would again
+    tuner.kernel[grid](a, b if b_as_is else _b_for_gemm(b, M), c, c, M, shape[1], K, ACC=acc, HAS_BIAS=False,
+                       ACT=act, **meta)
     return c
 
 
@@ -364,7 +367,8 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         if tuner_id is not None and tuner.cache.get(tkey) is config:
             meta = config.all_kwargs()
             grid = (cdiv(M, meta["BM"]), cdiv(N, meta["BN"]))
-            _remember(recipe, (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc))
+            _remember(recipe, (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc,
+                               b2 is b_given))
 
 
 def _remember(recipe: tuple, what: tuple) -> None:
