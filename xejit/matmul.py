@@ -316,16 +316,13 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None) -> np.ndarray | 
         c = np.empty(shape, rdtype)
         _gemv(a, b, None, c, acc, act)
         return c
-    tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc, b_as_is = r
+    tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc = r
     if _TUNERS.get(tuner_id) is not tuner or tuner.cache.get(tkey) is not config:
         return None
     c = usm.empty(shape, rdtype)
     M, K = a.shape
     tuner.best_config = config
-    # b_as_is: _b_for_gemm passed b through at the first call; its choice reads only what the
-    # key holds (b's dtype, shape, strides; the environment, hence the target), so it would again
-    tuner.kernel[grid](a, b if b_as_is else _b_for_gemm(b, M), c, c, M, shape[1], K, ACC=acc, HAS_BIAS=False,
-                       ACT=act, **meta)
+    tuner.kernel[grid](a, _b_for_gemm(b, M), c, c, M, shape[1], K, ACC=acc, HAS_BIAS=False, ACT=act, **meta)
     return c
 
 
@@ -367,8 +364,7 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         if tuner_id is not None and tuner.cache.get(tkey) is config:
             meta = config.all_kwargs()
             grid = (cdiv(M, meta["BM"]), cdiv(N, meta["BN"]))
-            _remember(recipe, (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc,
-                               b2 is b_given))
+            _remember(recipe, (tuner, tuner_id, tkey, config, meta, grid, tuple(c2.shape), c2.dtype, acc))
 
 
 def _remember(recipe: tuple, what: tuple) -> None:
@@ -557,11 +553,13 @@ def _row_major_b(b: Any, m: int) -> Any:
     There the kernel reads a row of a column-major B tile as per-lane gathers (one element per
     cache line): fp32 512^3 5-13 GFLOP/s against 80-115 for a row-major B. The copy costs K*N
     elements of memory traffic, small next to the M*N*K GEMM once M is past a handful of rows."""
-    if m <= GEMV_MAX_M or _interpreting() or _is_usm(b) or get_target(current_target()).has_block_io:
+    if m <= GEMV_MAX_M or _is_usm(b):
         return b
     K, N = b.shape
     s0, s1 = _strides(b)
-    if s1 == 1 or s0 != 1 or K < 16 or N < 16:
+    # (the layout first: a row-major B, the usual one, returns before the ~10 us of looking the
+    # target up, on every call of a cached shape)
+    if s1 == 1 or s0 != 1 or K < 16 or N < 16 or _interpreting() or get_target(current_target()).has_block_io:
         return b
     if _is_torch(b):
         if b.device.type != "cpu":
