@@ -659,6 +659,14 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
         XejitValueError: an unknown activation, a read-only ``out=``.
         All are ``XejitError``s; messages name the operands' dtypes and shapes.
     """
+    # Plain numpy operands first (neither torch tensors nor device objects: the branches below
+    # would not take them), so that a repeated call pays for no other test.
+    if bias is None and out is None and type(a) is np.ndarray and type(b) is np.ndarray \
+            and a.ndim == 2 and b.ndim == 2 and (activation is None or activation in ACTIVATIONS):
+        c = _fast_matmul(a, b, activation)   # the dtypes, shapes and strides of an earlier call
+        if c is not None:
+            return c
+        return _matmul(a, b, None, activation, None, recipe=_recipe_key(a, b, activation))
     if _is_torch(a) or _is_torch(b):
         if not (_is_torch(a) and _is_torch(b)):
             raise XejitTypeError(f"xejit.matmul: a ({type(a).__name__}) and b ({type(b).__name__}) must both "
@@ -690,12 +698,6 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
                                       f"{first.sycl_device.filter_string}: mixed devices (or SYCL contexts)")
         res = _matmul(args["a"], args["b"], args.get("bias"), activation, args.get("out"))
         return out if out is not None else _to_caller_kind(res, a)
-    if bias is None and out is None and type(a) is np.ndarray and type(b) is np.ndarray \
-            and a.ndim == 2 and b.ndim == 2 and (activation is None or activation in ACTIVATIONS):
-        c = _fast_matmul(a, b, activation)   # the dtypes, shapes and strides of an earlier call
-        if c is not None:
-            return c
-        return _matmul(a, b, None, activation, None, recipe=_recipe_key(a, b, activation))
     return _matmul(_as_array(a, "a"), _as_array(b, "b"),
                    None if bias is None else _as_array(bias, "bias"), activation, out)
 
