@@ -578,11 +578,13 @@ def _row_major_b(b: Any, m: int) -> Any:
     There the kernel reads a row of a column-major B tile as per-lane gathers (one element per
     cache line): fp32 512^3 5-13 GFLOP/s against 80-115 for a row-major B. The copy costs K*N
     elements of memory traffic, small next to the M*N*K GEMM once M is past a handful of rows."""
-    if m <= GEMV_MAX_M or _interpreting() or _is_usm(b) or get_target(current_target()).has_block_io:
+    if m <= GEMV_MAX_M or _is_usm(b):
         return b
     K, N = b.shape
     s0, s1 = _strides(b)
-    if s1 == 1 or s0 != 1 or K < 16 or N < 16:
+    # (the layout first: a row-major B, the usual one, returns before the ~10 us of looking the
+    # target up, on every call of a cached shape)
+    if s1 == 1 or s0 != 1 or K < 16 or N < 16 or _interpreting() or get_target(current_target()).has_block_io:
         return b
     if _is_torch(b):
         if b.device.type != "cpu":
@@ -682,6 +684,14 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
         XejitValueError: an unknown activation, a read-only ``out=``.
         All are ``XejitError``s; messages name the operands' dtypes and shapes.
     """
+    # Plain numpy operands first (neither torch tensors nor device objects: the branches below
+    # would not take them), so that a repeated call pays for no other test.
+    if bias is None and out is None and type(a) is np.ndarray and type(b) is np.ndarray \
+            and a.ndim == 2 and b.ndim == 2 and (activation is None or activation in ACTIVATIONS):
+        c = _fast_matmul(a, b, activation)   # the dtypes, shapes and strides of an earlier call
+        if c is not None:
+            return c
+        return _matmul(a, b, None, activation, None, recipe=_recipe_key(a, b, activation))
     if _is_torch(a) or _is_torch(b):
         if not (_is_torch(a) and _is_torch(b)):
             raise XejitTypeError(f"xejit.matmul: a ({type(a).__name__}) and b ({type(b).__name__}) must both "
@@ -713,12 +723,6 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
                                       f"{first.sycl_device.filter_string}: mixed devices (or SYCL contexts)")
         res = _matmul(args["a"], args["b"], args.get("bias"), activation, args.get("out"))
         return out if out is not None else _to_caller_kind(res, a)
-    if bias is None and out is None and type(a) is np.ndarray and type(b) is np.ndarray \
-            and a.ndim == 2 and b.ndim == 2 and (activation is None or activation in ACTIVATIONS):
-        c = _fast_matmul(a, b, activation)   # the dtypes, shapes and strides of an earlier call
-        if c is not None:
-            return c
-        return _matmul(a, b, None, activation, None, recipe=_recipe_key(a, b, activation))
     return _matmul(_as_array(a, "a"), _as_array(b, "b"),
                    None if bias is None else _as_array(bias, "bias"), activation, out)
 

@@ -41,7 +41,10 @@ def test_attention_candidates_build_in_seconds(kind, i):
 # GEMM 32x64x32 (5.8 s; 8.5 s before the emulated DPAS loop), everything emulated on dg2 (its
 # gathers, lower_xegpu.py), the FMA fallback of examples/gemm.py under XEJIT_EMULATE=pvc, and
 # examples/softmax.py emulated (per-lane f16 gathers and scatters of its unaligned rows: the
-# driver's masked copy of a subgroup kernel tests and moves them lane by lane).
+# driver's masked copy of a subgroup kernel tests and moves them lane by lane). The default suite
+# run with XEJIT_BUILD_LOG (load ~2, CPU s) also found: test_int8_dpas_a_operand_read_from_slm
+# [generic] 9.1, test_gemm_user_layouts[sgl2-sgd2] 6.5, test_gemm_1000_cubed[pvc-tile1] 6.2, and
+# examples/attention.py emulated pvc 6.0 / dg2 6.2 (docs/compiler.md: where the driver's time goes).
 @pytest.mark.parametrize("kind", ["fwd", "dq"])
 def test_emulated_pvc_attention_builds_in_seconds(kind):
     """DPAS emulated as a loop in one out-of-line function, 2D block IO as loops (emulation.py)."""

@@ -132,9 +132,18 @@ def _get_device(filter_string: str | None) -> Device:
     return _wrap(found[0])
 
 
+#: (the raw launch variables, the default device they chose): XEJIT_DEVICE is one of them, and
+#: reading four is cheaper than parsing every option (this runs for every USM result)
+_default: tuple = ((), None)
+
+
 def default_device() -> Device:
     """The device kernels run on unless told otherwise (see :func:`get_device`)."""
-    return get_device(None)
+    global _default
+    key = options.raw_launch()
+    if _default[0] != key or _default[1] is None:
+        _default = (key, get_device(None))
+    return _default[1]
 
 
 _by_context: dict = {}

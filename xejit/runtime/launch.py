@@ -159,8 +159,6 @@ class _StagingPool:
 
     def take(self, nbytes: int, queue) -> tuple[int, object]:
         """(size, a USM shared buffer of at least ``nbytes`` on ``queue``), reused when one is free."""
-        import dpctl.memory as dm
-
         size = self.size_for(nbytes)
         with self._lock:
             self.taken += 1
@@ -168,6 +166,8 @@ class _StagingPool:
             if hit is not None and hit[1]:
                 self._bytes -= size
                 return size, hit[1].pop()
+        import dpctl.memory as dm   # (only on a miss: a reused buffer is the per-call path)
+
         return size, dm.MemoryUSMShared(size, queue=queue)
 
     def give(self, queue, size: int, mem) -> None:

@@ -33,7 +33,9 @@ class _Owner:
     def __init__(self, mem, queue, size: int, shape: tuple, dtype: np.dtype, strides):
         self.base, self.queue, self.size = mem, queue, size
         self.__array_interface__ = {"data": (mem._pointer, False), "shape": shape, "typestr": dtype.str,
-                                    "descr": dtype.descr, "strides": strides, "version": 3}
+                                    "strides": strides, "version": 3}
+        if dtype.names is not None:   # (only a structured dtype needs descr; reading it costs ~1 us)
+            self.__array_interface__["descr"] = dtype.descr
 
     def __del__(self):
         try:
@@ -46,7 +48,7 @@ def empty(shape, dtype, *, order: str = "C", device: Device | None = None) -> np
     """An uninitialised numpy array backed by USM shared memory of ``device``'s queue (a buffer of
     an array that died is reused: see :data:`_recycled`)."""
     device = device or default_device()
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(map(int, shape))
     dtype = np.dtype(dtype)
     n = math.prod(shape)
     queue = device.queue
