@@ -49,6 +49,7 @@ from . import options
 from .errors import XejitError
 from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
+from .codegen.block_read_costs import kstep_costs
 from .codegen.intel_compiler import find_toolchain
 from .codegen.passes.blocking import operand_plan
 from .codegen.targets import check_block_shape, get_target
@@ -301,6 +302,10 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         block("C block", c_t.bitwidth, sm, sn, "store", lim.store_max_height)
         if k is not None and not problems and not fma:
             out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, b_order))
+    elif t.dpas is not None and op_k and not problems:
+        # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
+        words = BK * b_t.bitwidth // 32 * BN // (nsg * t.subgroup_size) if staged else None
+        out.update(kstep_costs(sm, sn, BK, op_k, b_t.bitwidth, t.dpas.max_m, t.dpas.n, col_b, words))
     return out
 
 

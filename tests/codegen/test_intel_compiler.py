@@ -578,3 +578,91 @@ def test_tall_transposed_load_words_are_the_sends_destination_registers():
     assert sum(n for _, n in stores) == 16, stores
     first = int(load)
     assert [r for r, _ in stores] == [first + sum(n for _, n in stores[:i]) for i in range(len(stores))], (load, stores)
+
+
+# The dg2 decode pick (8x4096x4096) without timing runs. matmul._perf_model takes dg2's k-step from
+# the block-read lowering's plan (codegen/block_read_costs.py: two instructions a message, B^T's
+# packing, loop control) in place of the tile term's 4 / BK, which made it pick 8x256x32/16sg (8x16
+# subgroup tiles) for fp16. Intel's compiler (acm-g10, IGC 2.40), instructions per DPAS in the hot
+# k-loop, row-major / column-major B: fp16 8x256x16/8sg 24.75 / 11.5 (the pick now), 8x256x32/16sg
+# and 8x128x32/8sg 26.5 / 16.5, 8x256x16/16sg and 8x128x16/8sg 30.0 / 20.5; int8 8x256x32/8sg
+# 66.25 / 11.75 (the pick before and now), 8x256x32/16sg and 8x128x32/8sg 72.0 / 19.0.
+DG2_DECODE_PICKS = {("fp16", False): ((8, 256, 16, 8), 25.0), ("fp16", True): ((8, 256, 16, 8), 11.75),
+                    ("int8", False): ((8, 256, 32, 8), 66.5), ("int8", True): ((8, 256, 32, 8), 12.0)}
+
+
+def _dg2_decode_pick(dtype: str, col_b: bool, monkeypatch):
+    import importlib
+    mm = importlib.import_module("xejit.matmul")
+    from xejit.ir.core import i32
+    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
+    monkeypatch.setattr(mm, "_TUNERS", {})
+    el, acc, out = {"fp16": (F16, f32, np.float32), "int8": (np.int8, i32, np.int32)}[dtype]
+    a, b, c, M, N, K = _gemm_args(el, M=8, acc=out)
+    if col_b:
+        b = np.empty((N, K), el).T
+    tuner = mm.gemm_tuner("dg2")
+    # the compiler's prune is skipped (it builds every config): the pick is built by the caller
+    # and must pass what that prune checks (no spill, no private memory)
+    monkeypatch.setattr(tuner, "_prune_by_compiler", lambda keep, pruned, *_: (keep, pruned))
+    kw = {"ACC": acc, "HAS_BIAS": False, "ACT": None}
+    keep, _ = tuner.prune(tuner._named((a, b, c, c, M, N, K), kw), kw, target="dg2")
+    assert len(keep) == 1, keep
+    return keep[0], (a, b, c, M, N, K), kw
+
+
+def _dg2_build(cfg, args, kw):
+    a, b, c, M, N, K = args
+    return gemm_kernel.compile(a, b, c, c, M, N, K, target="dg2", **kw, **cfg.all_kwargs()).device_binary
+
+
+@pytest.mark.parametrize("col_b", [False, True], ids=["rowB", "colB"])
+@pytest.mark.parametrize("dtype", ["fp16", "int8"])
+def test_dg2_decode_pick_is_the_best_measured_decode_config(dtype, col_b, monkeypatch):
+    pick, args, kw = _dg2_decode_pick(dtype, col_b, monkeypatch)
+    want, bound = DG2_DECODE_PICKS[dtype, col_b]
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == want, pick
+    bin_ = _dg2_build(pick, args, kw)
+    assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
+    assert bin_.hot_loop.dpas == 4 and bin_.hot_loop.per_dpas <= bound, bin_.hot_loop_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("col_b", [False, True], ids=["rowB", "colB"])
+@pytest.mark.parametrize("dtype", ["fp16", "int8"])
+def test_dg2_decode_pick_beats_every_decode_config_that_builds_clean(dtype, col_b, monkeypatch):
+    """Every other decode config (BM=8) the resource model keeps, built: none that builds without
+    spill or private memory has fewer instructions per DPAS than the pick (~20-40 s a case cold)."""
+    from xejit.autotuner import estimate_gemm
+    pick, args, kw = _dg2_decode_pick(dtype, col_b, monkeypatch)
+    a, b, c = args[:3]
+    best = _dg2_build(pick, args, kw).hot_loop.per_dpas
+    for cfg in configs_for("dg2"):
+        ck = cfg.kwargs
+        if ck["BM"] != 8 or cfg is pick or estimate_gemm("dg2", ck["BM"], ck["BN"], ck["BK"], cfg.num_subgroups,
+                                                          cfg.grf_mode, a, b, c, kw["ACC"])["problems"]:
+            continue
+        bin_ = _dg2_build(cfg, args, kw)
+        if not (bin_.spill_bytes or bin_.private_bytes):
+            assert bin_.hot_loop.per_dpas >= best, f"{cfg}: {bin_.hot_loop_text()} (pick {pick}: {best})"
+
+
+def test_dg2_perf_model_counts_the_block_read_plan():
+    """dg2's k-step figures (codegen/block_read_costs.py) for decode tiles, fp16 / int8: row-major
+    B (transposed product) has one A^T load per K-block, v B^T row loads per two 8-column blocks
+    and K-block, 8 packed words per B^T operand (2 / 8 instructions a word); column-major B a block
+    read per row of A and K-block and one lane-row load per 8 columns and K-block."""
+    from xejit.autotuner import estimate_gemm
+    from xejit.ir.core import i32
+
+    def figures(dtype, bn, bk, nsg, col_b=False):
+        a = np.empty((8, 64), dtype)
+        b = np.empty((64, 64), dtype).T if col_b else np.empty((64, 64), dtype)
+        e = estimate_gemm("dg2", 8, bn, bk, nsg, "default", a, b, a, i32 if dtype is np.int8 else f32)
+        return e["dpas_per_kstep"], e["loads_per_kstep"], e["other_per_kstep"]
+
+    assert figures(F16, 256, 16, 8) == (4, 1 + 2 * 2, 4 + 4 * 8 * 2)          # 8x32 tiles, BK 16
+    assert figures(F16, 256, 32, 16) == (4, 2 + 2 * 1 * 2, 4 + 4 * 8 * 2)     # 8x16, BK 32
+    assert figures(np.int8, 256, 32, 8) == (4, 1 + 4 * 2, 4 + 4 * 8 * 8)
+    assert figures(F16, 256, 16, 8, col_b=True) == (4, 8 + 4, 4)
+    assert figures(np.int8, 256, 32, 16, col_b=True) == (2, 8 + 2, 4)
