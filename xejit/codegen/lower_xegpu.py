@@ -53,6 +53,8 @@ raise :class:`CompilerError` naming the op and its source line.
 """
 from __future__ import annotations
 
+import os
+
 import contextlib
 from collections import Counter
 from dataclasses import dataclass
@@ -98,6 +100,11 @@ _UNROLL_ELEMENTS = 128
 #: words with 8 lanes) needs it; GEMM's smaller cold-version loads measured better at the load
 #: (fp16 32x64x32/16sg: 58.5 instead of 61.5 instructions per DPAS)
 _DEFERRED_WORDS = 32
+#: ... and in the fast version, a column-major B load (``lanerow``: 8 words a lane per array block)
+#: of at least this many words: 8x64 fp16 decode tiles (64 words a K-block) spilled 1.9-4.4 KB with
+#: every block read at the load, 0 at their DPAS; smaller loads measured better at the load (int8
+#: 8x32 tiles 11.25 instead of 12.5 instructions per DPAS; acm-g10)
+_DEFERRED_LANE_ROW_WORDS = 64
 
 
 def reg_type(t: ScalarType) -> ir.Type:
@@ -946,6 +953,10 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         mode = load_mode(op)
         b = self.b
         kind = self.block_read_kind(t, mode) if self.target.block_io is None else None
+        if (kind == "lanerow" and pad_v == 0 and self.only_dpas_uses(op) and
+                (not td.reads_in_bounds or 8 * len(rtypes) >= int(os.environ.get("XJ_LRW", _DEFERRED_LANE_ROW_WORDS)))):
+            self.load_lane_rows(op, td, t, rtypes)
+            return
         if kind is not None and (kind != "lanerow" or td.reads_in_bounds):
             # (a lanerow load outside the fast k-loop: gathered in code below)
             self.load_by_block_reads(op, td, t, rtypes, mode, pad)
@@ -1005,6 +1016,27 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                 self.instructions["select of the padding on out-of-bounds elements"] += 1
         for a, (r, rt) in enumerate(zip(op.results, rtypes)):
             self.env[id(r)] = self.from_buffer(buf, unit, a * per, rt)
+
+    def load_lane_rows(self, op: Operation, td: TD, t, rtypes) -> None:
+        """A DPAS B operand whose lane l takes memory row l whole (column-major B, ``lanerow``), read
+        at each DPAS that takes it (:class:`Deferred`): one per-lane 8-word load per array block,
+        so only that block's words are live (8x64 fp16 decode tiles spilled in the fast version
+        with all 8 blocks read at the load). Outside the fast version the lane's row is clamped
+        and its words selected to zero outside the view, per element only when the columns
+        leave it (``lane_row_words``): the per-element gather into a buffer it replaces was
+        256 B of private memory and 2-5 KB of spill in the cold version (acm-g10)."""
+        w = t.shape[1]
+        for a, (r, rt) in enumerate(zip(op.results, rtypes)):
+            tda = td.moved(td.row, self.b.add(td.col, I64(a * w)))
+
+            def read(tda=tda, rt=rt):
+                if td.reads_in_bounds:
+                    return self.words_value(Words(self.lane_row_read(tda, t, 1)[0], rt))
+                ld = TLoad("B", tda, 0, w, 1, checked=True)
+                words = self.lane_row_words(ld, self.b.zext(self.lane_here(), I64), 0, 8)
+                return self.b.bitcast(words, self.vec_ty(rt))
+            self.env[id(r)] = Deferred(read)
+        self.instructions["per-lane row load (lanerow) at its DPAS"] += 1
 
     def split_transposed_rows(self, buf, unit: ir.Type, per: int, nb: int) -> None:
         """A transposed load of nb x sg memory rows leaves word e of a lane at post-transpose
