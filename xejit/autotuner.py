@@ -247,7 +247,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             extra = 16 * t.registers.bytes_each
         parts = (sm * sn * acc_t.itemsize, sm * (kw + ahead) * a_t.itemsize, (kb + ahead) * sn * b_t.itemsize,
                  extra)
-        if best is None or sum(parts) < sum(best[2]):
+        # the layout with the fewest operand bytes (the extra registers do not choose it)
+        if best is None or sum(parts[:3]) < sum(best[2][:3]):
             best = ((sgm, sgn), (sm, sn), parts, (kw, kb))
     out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
                            "register_limit": None, "slm_bytes": 0, "problems": problems}
