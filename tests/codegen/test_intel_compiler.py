@@ -458,10 +458,10 @@ def test_int8_configs_fit_and_reach_two_instructions_per_dpas(target):
 # 30.5, decode 66.25 / 72.0); the bounds sit a little above, so a regression fails: the best
 # config the autotuner can keep, and every one it keeps. Column-major B (``a @ w.T``, w stored
 # [N, K]: no packing, lane l's B operand is row l of w's block) on the same configs: fp16 decode
-# 11.5 (8x32), 20.5, BK=32 16.5 (310 / 300 before), 16x16 tiles 14.25-14.88, 16x8 16.75; int8
-# decode 11.75 (8x32), 16x8 19.0 (577), 16x16 14.5 (299.5). Column-major B is not staged (its
-# 16x16 tiles with BK=64-256 spill 5.8-17 KB: pruned), so its kept configs measure fp16 11.5-20.5,
-# int8 11.75-19.0 (acm-g10, IGC 2.40). The model's register prunes must spill (both ways; the
+# 9.88 (8x32, BK=32), 11.5 (8x32, BK=16), 20.5, BK=32 16.5 (310 / 300 before), 16x16 tiles
+# 14.25-14.88, 16x8 16.75; int8 decode 11.25 (8x32), 16x8 19.0 (577), 16x16 14.5 (299.5).
+# Column-major B is not staged (its 16x16 tiles with BK=64-256 spill 5.8-17 KB: pruned), so its
+# kept configs measure fp16 9.88-20.5, int8 11.25-19.0 (acm-g10, IGC 2.40). The model's register prunes must spill (both ways; the
 # exact split is pinned in tests/autotune, DG2_SPILLS).
 DG2_PER_DPAS = {("fp16", False): (5.5, 31), ("int8", False): (6.0, 75),
                 ("fp16", True): (10.0, 21), ("int8", True): (11.5, 19.5)}
