@@ -236,14 +236,14 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
                 (col_b and sm > t.dpas.max_m) or (not col_b and BK > op_k)):
             # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler
             # needs 16 registers more than the operands and accumulators when column-major B's A
-            # spans several DPAS row blocks (the k-loop's cold version gathers A per element at
-            # each DPAS) or row-major B^T is packed from the rows of several DPAS K-blocks a
-            # k-step (transposed_dpas.py). Calibrated on acm-g10 (benchmarks/bench_device_code.py
-            # --targets dg2 --variants rowB colB): at 112 of the 112 registers fp16 colB 32x16
-            # tiles BK=16 spill 4.9 KB, rowB 8x32 BK=32 736 B, while rowB 32x16 BK=16 (one
-            # K-block) and colB 8x32 BK=32 (one row block; 2.1 KB of spill while the cold version
-            # gathered B's lane rows into a buffer) build with 0 spill; at 96, fp16 colB 16x16
-            # BK=32 and int8 colB 16x16 BK=64 build with 0 spill.
+            # spans several DPAS row blocks or row-major B^T is packed from the rows of several
+            # DPAS K-blocks a k-step (transposed_dpas.py): a calibration fitted to both sides of
+            # the boundary, its cause not read in the ISA. Calibrated on acm-g10
+            # (benchmarks/bench_device_code.py --targets dg2 --variants rowB colB): at 112 of the
+            # 112 registers fp16 colB 32x16 tiles BK=16 spill 4.9 KB, rowB 8x32 BK=32 736 B, while
+            # rowB 32x16 BK=16 (one K-block) and colB 8x32 BK=32 (one row block; 2.1 KB of spill
+            # while the cold version gathered B's lane rows into a buffer) build with 0 spill; at
+            # 96, fp16 colB 16x16 BK=32 and int8 colB 16x16 BK=64 build with 0 spill.
             extra = 16 * t.registers.bytes_each
         parts = (sm * sn * acc_t.itemsize, sm * (kw + ahead) * a_t.itemsize, (kb + ahead) * sn * b_t.itemsize,
                  extra)
