@@ -49,6 +49,7 @@ from . import options
 from .errors import XejitError
 from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
+from .codegen.block_read_costs import kstep_costs
 from .codegen.intel_compiler import find_toolchain
 from .codegen.passes.blocking import operand_plan
 from .codegen.passes.layout_propagation import mma_layout
@@ -258,19 +259,22 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             kw, kb = min(BK, 512 // a_t.bitwidth), min(BK, 32)
             extra = 2 * (BK * b_t.bitwidth // 32 * BN // (nsg * t.subgroup_size)) * 4 * t.subgroup_size
         elif t.block_io is None and t.dpas is not None and t.registers is not None and op_k and (
-                col_b or BK > op_k):
+                (col_b and sm > t.dpas.max_m) or (not col_b and BK > op_k)):
             # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler
-            # needs 16 registers more than the operands and accumulators when column-major B is
-            # gathered per element (the k-loop's cold version) or row-major B^T is packed from
-            # the rows of several DPAS K-blocks a k-step (transposed_dpas.py). Calibrated on
-            # acm-g10 (benchmarks/bench_device_code.py --targets dg2 --variants rowB colB): at 112
-            # of the 112 registers fp16 colB 32x16 tiles BK=16 spill 4.9 KB, colB 8x32 BK=32
-            # 2.1 KB, rowB 8x32 BK=32 736 B, while rowB 32x16 BK=16 (one K-block) builds with 0
-            # spill; at 96, fp16 colB 16x16 BK=32 and int8 colB 16x16 BK=64 build with 0 spill.
+            # needs 16 registers more than the operands and accumulators when column-major B's A
+            # spans several DPAS row blocks or row-major B^T is packed from the rows of several
+            # DPAS K-blocks a k-step (transposed_dpas.py): a calibration fitted to both sides of
+            # the boundary, its cause not read in the ISA. Calibrated on acm-g10
+            # (benchmarks/bench_device_code.py --targets dg2 --variants rowB colB): at 112 of the
+            # 112 registers fp16 colB 32x16 tiles BK=16 spill 4.9 KB, rowB 8x32 BK=32 736 B, while
+            # rowB 32x16 BK=16 (one K-block) and colB 8x32 BK=32 (one row block; 2.1 KB of spill
+            # while the cold version gathered B's lane rows into a buffer) build with 0 spill; at
+            # 96, fp16 colB 16x16 BK=32 and int8 colB 16x16 BK=64 build with 0 spill.
             extra = 16 * t.registers.bytes_each
         parts = (sm * sn * acc_t.itemsize, sm * (kw + ahead) * a_t.itemsize, (kb + ahead) * sn * b_t.itemsize,
                  extra)
-        if best is None or sum(parts) < sum(best[2]):
+        # the layout with the fewest operand bytes (the extra registers do not choose it)
+        if best is None or sum(parts[:3]) < sum(best[2][:3]):
             best = ((sgm, sgn), (sm, sn), parts, (kw, kb))
     out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
                            "register_limit": None, "slm_bytes": 0, "problems": problems}
@@ -327,6 +331,10 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         block("C block", c_t.bitwidth, sm, sn, "store", lim.store_max_height)
         if k is not None and not problems and not fma:
             out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, b_order))
+    elif t.dpas is not None and op_k and not problems:
+        # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
+        words = BK * b_t.bitwidth // 32 * BN // (nsg * t.subgroup_size) if staged else None
+        out.update(kstep_costs(sm, sn, BK, op_k, b_t.bitwidth, t.dpas.max_m, t.dpas.n, col_b, words))
     return out
 
 

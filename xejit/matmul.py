@@ -237,20 +237,34 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     (8 DPAS, 4 loads), measured by Intel's compiler at pvc 2.88 / 3.88 instructions per DPAS in
     fp16 and 3.5 / 5.5 in int8; column-major fp16 B (one transposed load per DPAS B block) takes
     64x32 tiles with BK=32 (6 loads for 32 DPAS: pvc 1.94, bmg 1.69) over 32x32 tiles with BK=128
-    (20 for 64: 2.17 / 1.69)."""
+    (20 for 64: 2.17 / 1.69).
+
+    Without 2D block IO (dg2) the figures come from the block-read lowering's plan
+    (``codegen/block_read_costs.py``): two instructions per message (the send and its address),
+    plus the k-step's packing of B^T on registers, the staged panel's barrier and its loop
+    control, which take the place of the tile term's 4 / BK. For 8x4096x4096 this picks the
+    best-measured decode configs (acm-g10): fp16 8x256x16/8sg (8x32 subgroup tiles, 24.75
+    instructions per DPAS row-major B, 11.5 column-major) over 8x256x32/16sg (8x16 tiles, 26.5 /
+    16.5), which the 4 / BK term picked; int8 8x256x32/8sg (66.25 / 11.25)."""
     cores = os.cpu_count() or 1
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
     padded = wgs * BM * BN * max(int(K), 1)
-    cost = padded / min(wgs, 4 * cores) * (1 + 8 / BM + 8 / BN + 4 / BK)
+    share = padded / min(wgs, 4 * cores)
+    cost = share * (1 + 8 / BM + 8 / BN + 4 / BK)
     if target is None or a is None or b is None:
         return cost
     t = get_target(target) if isinstance(target, str) else target
-    if t.dpas is None or t.block_io is None:
+    if t.dpas is None:
         return cost
     est = estimate_gemm(t, BM, BN, BK, num_subgroups, grf_mode or "default", a, b, c if c is not None else a,
                         ACC or f32, PRECISION)
-    dpas, loads = est.get("dpas_per_kstep"), est.get("loads_per_kstep")
-    return cost * (dpas + 2 * loads + 4) / dpas if dpas else cost
+    dpas, loads, other = (est.get(f"{x}_per_kstep") for x in ("dpas", "loads", "other"))
+    if not dpas:
+        return cost
+    if other is None:       # 2D block IO: loop control as 4 a step, on top of the tile term's 4 / BK
+        return cost * (dpas + 2 * loads + 4) / dpas
+    # the block-read plan counts the step's loop control and packing (``other``): no 4 / BK guess
+    return share * (1 + 8 / BM + 8 / BN) * (dpas + 2 * loads + other) / dpas
 
 
 #: configs a new shape builds when ``XEJIT_MATMUL_TUNE`` is unset (see :func:`tune_limit`)

@@ -98,6 +98,15 @@ _UNROLL_ELEMENTS = 128
 #: words with 8 lanes) needs it; GEMM's smaller cold-version loads measured better at the load
 #: (fp16 32x64x32/16sg: 58.5 instead of 61.5 instructions per DPAS)
 _DEFERRED_WORDS = 32
+#: Column-major B (``lanerow``: 8 words a lane per array block) is read at each DPAS when the B
+#: blocks of one A operand's DPAS hold at least this many words -- in the fast version; the cold
+#: one takes ``_DEFERRED_WORDS`` (:meth:`XeGPULowering.load_lane_rows`). acm-g10, instructions per
+#: DPAS: 8x64 fp16 decode tiles (64 words) spilled 1.9-4.4 KB with every block read at the load, 0
+#: at their DPAS (8.88); 8x32 tiles did better at the load in the fast version (int8 BK=32 11.25
+#: against 12.5, fp16 BK=32 9.88 against 10.88) and at the DPAS in the cold one (fp16 BK=32: 2.1 KB
+#: of spill and 256 B of private memory gathered into a buffer, 0 now); 16x16 / 16x8 tiles (16 / 8
+#: words) kept the buffer (read at the DPAS, their hot loops took 2 instructions more)
+_DEFERRED_LANE_ROW_WORDS = 64
 
 
 def reg_type(t: ScalarType) -> ir.Type:
@@ -987,6 +996,10 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         mode = load_mode(op)
         b = self.b
         kind = self.block_read_kind(t, mode) if self.target.block_io is None else None
+        if kind == "lanerow" and pad_v == 0 and self.only_dpas_uses(op) and 8 * self.dpas_sharing_a(op) >= (
+                _DEFERRED_LANE_ROW_WORDS if td.reads_in_bounds else _DEFERRED_WORDS):
+            self.load_lane_rows(op, td, t, rtypes)
+            return
         if kind is not None and (kind != "lanerow" or td.reads_in_bounds):
             # (a lanerow load outside the fast k-loop: gathered in code below)
             self.load_by_block_reads(op, td, t, rtypes, mode, pad)
@@ -1054,6 +1067,28 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                 self.instructions["select of the padding on out-of-bounds elements"] += 1
         for a, (r, rt) in enumerate(zip(op.results, rtypes)):
             self.env[id(r)] = self.from_buffer(buf, unit, a * per, rt)
+
+    def load_lane_rows(self, op: Operation, td: TD, t, rtypes) -> None:
+        """A DPAS B operand whose lane l takes memory row l whole (column-major B, ``lanerow``), read
+        at each DPAS that takes it (:class:`Deferred`): one per-lane 8-word load per array block,
+        so only that block's words are live (8x64 fp16 decode tiles spilled in the fast version
+        with all 8 blocks read at the load). Outside the fast version the lane's row is clamped
+        and its words selected to zero outside the view, per element only when the columns
+        leave it (``lane_row_words``) instead of gathered into a buffer per element (fp16 8x32
+        decode tiles, BK=32: 256 B of private memory and 2.1 KB of spill, 0 now; acm-g10).
+        Taken where the B blocks of an A operand are wide (``_DEFERRED_LANE_ROW_WORDS``)."""
+        w = t.shape[1]
+        for a, (r, rt) in enumerate(zip(op.results, rtypes)):
+            tda = td.moved(td.row, self.b.add(td.col, I64(a * w)))
+
+            def read(tda=tda, rt=rt):
+                if td.reads_in_bounds:
+                    return self.words_value(Words(self.lane_row_read(tda, t, 1)[0], rt))
+                ld = TLoad("B", tda, 0, w, 1, checked=True)
+                words = self.lane_row_words(ld, self.b.zext(self.lane_here(), I64), 0, 8)
+                return self.b.bitcast(words, self.vec_ty(rt))
+            self.env[id(r)] = Deferred(read)
+        self.instructions["per-lane row load (lanerow) at its DPAS"] += 1
 
     def split_transposed_rows(self, buf, unit: ir.Type, per: int, nb: int) -> None:
         """A transposed load of nb x sg memory rows leaves word e of a lane at post-transpose
@@ -1132,6 +1167,16 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
             self.instructions[f"subgroup block read ({kind}) per row, bounds-checked"] += 1
         for r, x in zip(op.results, vals):
             self.env[id(r)] = self.words_value(x)
+
+    @staticmethod
+    def dpas_sharing_a(op: Operation) -> int:
+        """How many DPAS of ``op``'s block take the A operand of the first DPAS using ``op``'s
+        first result as their B operand (the B blocks live per A operand)."""
+        users = [u for u, i in op.results[0].uses if u.name == "xegpu.dpas" and i == 1]
+        if not users:
+            return 0
+        a = users[0].operands[0]
+        return sum(1 for o in op.parent.ops if o.name == "xegpu.dpas" and o.operands[0] is a)
 
     @staticmethod
     def only_dpas_uses(op: Operation) -> bool:

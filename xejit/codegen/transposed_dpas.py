@@ -26,6 +26,10 @@ from . import builtins as bi
 
 I32, I64 = bi.I32, bi.I64
 
+#: 8-column array blocks of B one per-lane row load of B^T covers (at most 16 elements, one SPIR-V
+#: vector; also the autotuner's count of these loads: ``block_read_costs.py``)
+B_ROW_BLOCKS = 2
+
 
 @dataclass
 class TLoad:
@@ -218,7 +222,7 @@ class TransposedDpas:
         b = self.b
         bits = ld.td.type.dtype.bitwidth
         v = 32 // bits
-        per = min(ld.count, 2)      # array blocks per row load: at most 16 elements (a SPIR-V vector)
+        per = min(ld.count, B_ROW_BLOCKS)      # array blocks per row load
         chunk, a_in = divmod(ld.a, per)
         key = ("rows", s.group, chunk)
         if key not in ld.cache:

@@ -222,9 +222,10 @@ _XE_CONFIGS = [
 # BK=16 9.25, 16x16 BK=16 13.25, 16x8 18.75, decode 8x32 tiles 24.75, 8x16 tiles 30.0, BK=32
 # 26.5; int8 16x8 30.5, decode 66.25 (8x32) / 72.0 (configs with BK=16 are pruned for int8: K=32
 # per DPAS). 32x16 tiles with BK=32 spill; fp16 BK=256 (16 words a work item) spills 128 B and
-# is pruned, fp16 BK=512 (32 words: not staged) 33 KB. Column-major B (a Linear layer's [N, K] weights, no packing): decode 11.5 (8x32),
-# 20.5 / 16.5 (8x16, BK=16 / 32), int8 11.75 (8x32) / 19.0; 16x16 tiles 14.25-14.88, int8 14.5;
-# 32x16 tiles spill 4.9 KB (cold version).
+# is pruned, fp16 BK=512 (32 words: not staged) 33 KB. Column-major B (a Linear layer's [N, K]
+# weights, no packing): decode 9.88 (8x32, BK=32), 11.5 (8x32, BK=16), 20.5 / 16.5 (8x16, BK=16 /
+# 32), int8 11.25 (8x32) / 19.0; 16x16 tiles 14.25-14.88, int8 14.5; 32x16 tiles spill 4.9 KB
+# (cold version).
 _DG2_CONFIGS = [
     _c(128, 128, 16, 32, 2),    # fp16/bf16: 32x16 subgroup tiles
     _c(64, 128, 16, 16, 2),
@@ -239,8 +240,11 @@ _DG2_CONFIGS = [
     _c(64, 64, 32, 16, 2),
     _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles
     # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS a k-step: fp16 BK=16 rowB
-    # 24.75, colB 11.5 instructions per DPAS; int8 BK=32 rowB 66.25, colB 11.75; fp16 BK=32 spills
-    # 736 B / 2.1 KB), then 8x16 tiles (fp16 30.0 / 20.5, BK=32 26.5 / 16.5; int8 72.0 / 19.0)
+    # 24.75, colB 11.5 instructions per DPAS; int8 BK=32 rowB 66.25, colB 11.25; fp16 BK=32 rowB
+    # spills 736 B, colB 9.88 with B's lane rows read at the DPAS in the cold version), then 8x16
+    # tiles (fp16 30.0 / 20.5, BK=32 26.5 / 16.5; int8 72.0 / 19.0). 8x64 tiles (fp16 colB
+    # 8x512x16/8sg 8.88, 8x512x32/8sg 8.5, 0 spill) are not listed: rowB and int8 spill them, and
+    # the perf model's 8 / BM would rank them above the 16x16 tiles for 4096^3 colB
     _c(8, 256, 16, 8, 2),
     _c(8, 256, 32, 8, 2),
     _c(8, 256, 16, 16, 2),      # fp16/bf16, then int8

@@ -86,6 +86,14 @@ def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     ("f16", (128, 64, 16), (128, 64, 64)),    # 16x16 subgroup tiles, one K-block a step
     ("i8", (8, 256, 32), (8, 256, 96)),
     ("i8", (32, 64, 32), (40, 56, 70)),       # int8 edges, rows of 70 bytes (not 4-byte aligned)
+    # B's lane rows read at each DPAS (8x64 decode tiles: 64 words a K-block) in the fast version,
+    # clamped and selected (per element when the columns leave the view) in the cold one
+    ("f16", (8, 512, 16, 8), (8, 1024, 64)),
+    ("f16", (8, 512, 32, 8), (8, 512, 160)),
+    ("f16", (8, 512, 16, 8), (7, 600, 49)),   # M / N edges, K odd: rows not 4-byte aligned
+    ("f16", (8, 256, 32, 8), (6, 300, 70)),   # cold version only: N edge, a K tail
+    ("i8", (8, 256, 32), (6, 270, 70)),       # int8 edges, rows of 70 bytes
+    ("i8", (8, 512, 64, 8), (8, 512, 192)),
 ])
 def test_column_major_b_on_dg2(monkeypatch, dtype, tile, shape):
     """B stored [N, K] (a Linear layer's weights: ``a @ w.T``): its K pairs are adjacent, so in

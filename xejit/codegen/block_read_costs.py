@@ -1,0 +1,59 @@
+"""What one k-step of a GEMM subgroup issues where there is no 2D block IO (dg2), for the
+autotuner's perf model (``matmul._perf_model`` via ``autotuner.estimate_gemm``).
+
+The counts follow the lowering's plan of the fast k-loop version:
+
+* row-major B (``transposed_dpas.py``, C^T = B^T A^T): A^T is one per-lane row load per 8 rows of
+  A and K-block; B^T is either packed on registers from v = 32 / bits per-lane row loads per
+  K-block and pair of 8-column array blocks (:data:`B_ROW_BLOCKS`), a :data:`PACK_PER_WORD`
+  instructions per packed word, or -- B staged in SLM (``slm_staging.py``) -- one per-lane SLM load
+  per 8 columns and K-block, plus the work item's share of the panel (v row loads, its q words
+  packed, one SLM store) and the barrier;
+* column-major B (``block_reads.py``, ``lanerow``): A is a subgroup block read per row and K-block
+  (one register per send), B one per-lane 8-word load per 8 columns and K-block.
+
+Every message costs two instructions: the send and its address (dg2's messages take no immediate
+offset, so each has an address register of its own, one add a step; read from Intel's compiler's
+ISA for acm-g10). Decode tiles (8 rows of A) show why the counts matter: A's reads are shared by
+the tile's N / 8 DPAS only when column-major, while row-major B's packing is per DPAS.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .transposed_dpas import B_ROW_BLOCKS
+
+
+#: instructions per 32-bit word of B^T packed on registers, by element bits: 16-bit halves of
+#: two rows take a shift and a bfn a word (Intel's compiler's ISA); 8-bit quads about 8 (shifts,
+#: masks and ors over four rows: int8 decode 8x32 / 8x16 tiles 66.25 / 72.0 instructions per DPAS,
+#: of which loads, the DPAS and loop control are 6.5 / 8)
+PACK_PER_WORD = {16: 2, 8: 8}
+
+#: instructions of a k-step's loop control (the counter, the compare, the branch, a column move)
+LOOP_CONTROL = 4
+#: the staged panel's SLM fence and barrier (``slm_staging.py``, read from the ISA)
+BARRIER = 5
+
+
+def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_n: int,
+                col_b: bool, staged_words: Optional[int] = None) -> dict[str, int]:
+    """Per k-step of a subgroup's ``sm x sn`` tile: ``dpas_per_kstep``, ``loads_per_kstep``
+    (messages, two instructions each: send and address) and ``other_per_kstep`` (packing,
+    barrier, loop control). ``staged_words``: B staged in SLM with that many words a work item."""
+    kb = BK // k                       # DPAS K-blocks a step (32 bytes of K each)
+    mblocks, nblocks = -(-sm // dpas_m), sn // dpas_n
+    dpas = mblocks * nblocks * kb
+    other = LOOP_CONTROL
+    if col_b:                          # A: a block read per row and K-block; B: lane rows
+        loads = sm * kb + nblocks * kb
+    else:
+        v = 32 // bits
+        loads = mblocks * kb           # A^T: a per-lane row load per 8 rows and K-block
+        if staged_words:
+            loads += nblocks * kb + v + 1      # B^T from SLM; the panel share's v rows, its store
+            other += staged_words * PACK_PER_WORD[bits] + BARRIER
+        else:
+            loads += v * -(-nblocks // B_ROW_BLOCKS) * kb
+            other += 8 * nblocks * kb * PACK_PER_WORD[bits]     # 8 words a B^T operand
+    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads, "other_per_kstep": other}
