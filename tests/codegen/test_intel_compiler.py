@@ -164,6 +164,9 @@ def _dpas_per_kstep(target, est, bk, k):
     return -(-sm // t.dpas.max_m) * (sn // t.dpas.n) * (bk // k)
 
 
+# Builds every config (~1.5 min a target on 2 cores): slow. The default run checks the model against
+# the compiler's recorded figures (tests/autotune, XE_SPILLS) and builds the picks below.
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["pvc", "bmg"])
 def test_library_gemm_configs_the_autotuner_can_choose_do_not_spill(target):
     from xejit.autotuner import estimate_gemm
@@ -252,7 +255,7 @@ PICK_PREFETCHES = {"pvc": 1, "bmg": 2}
 
 
 @pytest.mark.parametrize("dtype", ["fp16", pytest.param("bf16", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("target", ["pvc", "bmg"])
+@pytest.mark.parametrize("target", ["pvc", pytest.param("bmg", marks=pytest.mark.slow)])
 def test_library_pick_for_4096_cubed_is_spill_free_and_dense(target, dtype, monkeypatch):
     import importlib
     mm = importlib.import_module("xejit.matmul")   # the module: xejit.matmul is also the function
@@ -426,7 +429,7 @@ def test_resource_model_agrees_with_intels_compiler_on_every_config(target, dtyp
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("target", ["pvc", "bmg"])
+@pytest.mark.parametrize("target", ["pvc", pytest.param("bmg", marks=pytest.mark.slow)])
 def test_int8_configs_fit_and_reach_two_instructions_per_dpas(target):
     """The 8-bit configs (BK=128: 32 DPAS per k-step of a 32x32 subgroup tile) build without spill
     and within 2 instructions per DPAS; BK=16 is pruned for 8-bit operands (not a multiple of its
@@ -468,8 +471,11 @@ DG2_PER_DPAS = {("fp16", False): (5.15, 31), ("int8", False): (5.15, 75),
                 ("fp16", True): (10.0, 21), ("int8", True): (11.5, 19.5)}
 
 
-@pytest.mark.parametrize("col_b", [False, True], ids=["rowB", "colB"])
-@pytest.mark.parametrize("dtype", ["fp16", "int8"])
+@pytest.mark.parametrize("dtype,col_b", [
+    ("fp16", False),   # the default run builds fp16 row-major's space; the rest (~1 min each) is slow
+    pytest.param("fp16", True, marks=pytest.mark.slow),
+    pytest.param("int8", False, marks=pytest.mark.slow),
+    pytest.param("int8", True, marks=pytest.mark.slow)], ids=["fp16-rowB", "fp16-colB", "int8-rowB", "int8-colB"])
 def test_dg2_library_gemm_configs_the_autotuner_keeps(dtype, col_b):
     from xejit.autotuner import estimate_gemm
     from xejit.ir.core import i32

@@ -62,12 +62,13 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     ("f16", (256, 64, 32), (300, 64, 96)),    # 64 subgroups, two K-blocks a k-step
     # several B descriptors (K-slices of 32 rows) staged in one panel, one barrier a k-step,
     # DPAS in K-block order: in-bounds and edge workgroups (M and N), odd step counts, a K tail
-    ("f16", (256, 64, 128), (300, 100, 384)),
+    pytest.param("f16", (256, 64, 128), (300, 100, 384), marks=pytest.mark.slow),  # ~20 s
     ("f16", (256, 64, 64), (256, 64, 320)),
     ("f16", (256, 64, 128), (256, 64, 200)),
-    ("bf16", (256, 64, 128), (260, 64, 256)),  # bf16 takes the same 32-bit packing of the panel
-    ("i8", (256, 64, 256), (300, 64, 768)),
-    ("i8", (256, 64, 512), (300, 64, 1536)),  # 16 words a work item, odd step count, an M edge
+    pytest.param("bf16", (256, 64, 128), (260, 64, 256), marks=pytest.mark.slow),  # bf16: fp16's packing
+    pytest.param("i8", (256, 64, 256), (300, 64, 768), marks=pytest.mark.slow),  # ~30 s
+    # 16 words a work item, odd step count, an M edge (~30 s; int8 staged in the default run: BK=128)
+    pytest.param("i8", (256, 64, 512), (300, 64, 1536), marks=pytest.mark.slow),
     ("i8", (256, 64, 128), (256, 72, 384)),
     ("f16", (8, 128, 32), (5, 200, 72)),      # decode, two K-blocks, B^T packed per subgroup
 ])
