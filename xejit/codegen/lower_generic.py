@@ -571,10 +571,7 @@ class GenericLowering(LoweringBase):
         tile: Tile = self.env[id(op.operands[0])]
         t = tile.type
         R, C = t.shape
-        G = self.col_groups(C)
         et = t.dtype
-        b = self.b
-        mt = mem_type(et)
         pad = self.const(et, op.attributes.get("padding", 0))
         uses = op.result.uses
         if FUSE_MMA_LOADS and self._accumulates_in_place(op):
@@ -1221,12 +1218,9 @@ class GenericLowering(LoweringBase):
         b = self.b
         tile, et = lt.tile, lt.dtype
         mt = mem_type(et)
-        H, W = tile.arr.dims
-        s0, s1 = tile.arr.strides
-        row = b.add(tile.r0, r)
-        cc = b.add(tile.c0, col)
         if not masked:
-            idx = b.add(b.mul(row, s0), b.mul(cc, s1))
+            s0, s1 = tile.arr.strides
+            idx = b.add(b.mul(b.add(tile.r0, r), s0), b.mul(b.add(tile.c0, col), s1))
             self.count("load (in-bounds k loop)")
             return self.from_mem(et, b.load(self.elem_ptr(tile.arr, idx), typ=mt))
         ok, ptr = self._lane_elem(tile, r, col)
