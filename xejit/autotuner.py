@@ -174,6 +174,12 @@ def _subgroup_layouts(n: int) -> Iterable[tuple[int, int]]:
             yield sgm, n // sgm
 
 
+def _share_words(t: Any, BK: int, BN: int, nsg: int, b_bits: int) -> int:
+    """32-bit words of a staged B panel (BK x BN) per work item (truncated; ``_b_staged`` checks
+    that it divides)."""
+    return BK * b_bits // 32 * BN // (nsg * t.subgroup_size)
+
+
 def _b_staged(t: Any, BK: int, BN: int, nsg: int, sgm: int, acc_bytes: int, b_bits: int,
               col_b: bool = False) -> bool:
     """dg2 stages the B panel in SLM (``codegen/slm_staging.py``, ``slm_plan``): several subgroup
@@ -257,7 +263,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             # words (a register a word each). acm-g10, 16x16 tiles: fp16 BK=256 (16 words) spills
             # 128 B, BK=128 (8) and int8 BK=512 (16) build with 0 spill
             kw, kb = min(BK, 512 // a_t.bitwidth), min(BK, 32)
-            extra = 2 * (BK * b_t.bitwidth // 32 * BN // (nsg * t.subgroup_size)) * 4 * t.subgroup_size
+            extra = 2 * _share_words(t, BK, BN, nsg, b_t.bitwidth) * 4 * t.subgroup_size
         elif t.block_io is None and t.dpas is not None and t.registers is not None and op_k and (
                 (col_b and sm > t.dpas.max_m) or (not col_b and BK > op_k)):
             # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler
@@ -333,7 +339,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, b_order))
     elif t.dpas is not None and op_k and not problems:
         # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
-        words = BK * b_t.bitwidth // 32 * BN // (nsg * t.subgroup_size) if staged else None
+        words = _share_words(t, BK, BN, nsg, b_t.bitwidth) if staged else None
         out.update(kstep_costs(sm, sn, BK, op_k, b_t.bitwidth, t.dpas.max_m, t.dpas.n, col_b, words))
     return out
 
