@@ -387,15 +387,52 @@ def first_call_latency(interpret: bool) -> dict:
 
 # --- plot -------------------------------------------------------------------------------------
 
-def plot(rows: list[dict], path: Path, title: str) -> str | None:
+def goal_rows(results: dict) -> list[tuple[str, float, float, str, bool]]:
+    """The figures issue goals are stated for, each as (label, xejit / reference, goal ratio,
+    absolute values, higher is better): GEMM against numpy (goal 1.0), GEMV on numpy operands, launch against a bare
+    dpctl submit (1.5), matmul 64^3 against its kernel launch (2), compile to SPIR-V against 150 ms,
+    first call against 1 s cold and 0.2 s warm. Missing figures are left out."""
+    out = []
+    for r in results.get("gemm", []):
+        ref = r.get("numpy_gflops")
+        for key, how in (("xejit_gflops", ""), ("xejit_numpy_operands_gflops", ", numpy operands")):
+            if r.get(key) and ref:
+                out.append((f"{r['shape'].split(' ->')[0]} {r['dtype']}{how}", r[key] / ref,
+                            1.0, f"{r[key]:.0f} vs {ref:.0f} GFLOP/s", True))
+    lo = results.get("launch_overhead", {})
+    if "xejit_us" in lo:
+        out.append(("kernel[grid] / bare dpctl", lo["xejit_us"] / lo["bare_dpctl_us"], 1.5,
+                    f"{lo['xejit_us']:.1f} vs {lo['bare_dpctl_us']:.1f} us", False))
+        out.append(("matmul 64^3 / its kernel launch", lo["matmul_64_us"] / lo["gemm_kernel_launch_64_us"], 2.0,
+                    f"{lo['matmul_64_us']:.1f} vs {lo['gemm_kernel_launch_64_us']:.1f} us", False))
+    cold = results.get("compile_latency", {}).get("cold")
+    if cold:
+        spirv = cold["total"] - cold.get("driver_build", 0.0)
+        out.append(("compile to SPIR-V, cold / 150 ms", spirv / 0.150, 1.0, f"{spirv * 1e3:.0f} ms", False))
+    fc = results.get("first_call", {})
+    for label, goal in (("cold", 1.0), ("warm", 0.2)):
+        if label in fc:
+            t = fc[label]["first_call_s"]
+            out.append((f"first matmul 512^3, {label} cache / {goal:g} s", t / goal, 1.0, f"{t:.2f} s", False))
+    return out
+
+
+def plot(results: dict, path: Path, title: str) -> str | None:
+    """GFLOP/s per dtype against numpy and torch, and a last panel with every goal figure as a
+    ratio to its reference (GEMM: xejit / numpy, higher is better; the others: lower is better)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not installed (pip install 'xejit[bench]')"
+    rows = results.get("gemm", [])
     dtypes = sorted({r["dtype"] for r in rows}, reverse=True)
-    fig, axes = plt.subplots(len(dtypes), 1, figsize=(11, 3.6 * len(dtypes)), squeeze=False)
+    goals = goal_rows(results)
+    n = len(dtypes) + (1 if goals else 0)
+    heights = [3.6] * len(dtypes) + ([0.32 * len(goals) + 1.2] if goals else [])
+    fig, axes = plt.subplots(n, 1, figsize=(11, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
     for ax, dt in zip(axes[:, 0], dtypes):
         rs = [r for r in rows if r["dtype"] == dt]
         xs = np.arange(len(rs))
@@ -413,6 +450,19 @@ def plot(rows: list[dict], path: Path, title: str) -> str | None:
         if not any(r.get("xejit_gflops") for r in rs):
             ax.text(0.5, 0.9, "xejit: " + str(rs[0].get("xejit", {}).get("unavailable", "n/a"))[:90],
                     transform=ax.transAxes, ha="center", fontsize=7, color="gray")
+    if goals:
+        ax = axes[-1, 0]
+        ys = np.arange(len(goals))[::-1]
+        ratios = [g[1] for g in goals]
+        met = [(g[1] >= g[2]) if g[4] else (g[1] <= g[2]) for g in goals]
+        ax.barh(ys, ratios, color=["tab:green" if m else "tab:red" for m in met])
+        for y, g in zip(ys, goals):
+            ax.plot([g[2], g[2]], [y - 0.4, y + 0.4], color="black", lw=1.5)
+            ax.text(max(g[1], g[2]) * 1.02, y, f"{g[1]:.2f}x  ({g[3]})", va="center", fontsize=7)
+        ax.set_yticks(ys, [g[0] for g in goals], fontsize=7)
+        ax.set_xlim(0, max(max(ratios), max(g[2] for g in goals)) * 1.45)
+        ax.set_xlabel("xejit / reference (GEMM: higher is better; others: lower); black mark: the goal")
+        ax.set_title("goals: green met, red not")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -511,7 +561,7 @@ def main(argv: list[str] | None = None) -> dict:
         tmp = args.out / f".{name}.tmp"
         tmp.write_text(text)
         os.replace(tmp, args.out / name)
-    problem = plot(results["gemm"], args.out / f"{stem}.png",
+    problem = plot(results, args.out / f"{stem}.png",
                    f"{info['device']} ({info['target']}), {info['cores']} cores, {info['date']}, "
                    f"xejit: {info['backend']}")
     print(f"wrote {args.out / (stem + '.json')}" + (f" (no plot: {problem})" if problem else
