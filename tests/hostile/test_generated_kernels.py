@@ -145,8 +145,13 @@ def _check(result: dict, src: str) -> None:
             f"an error without the kernel's line: {result}\n--- kernel ---\n{src}"
 
 
+# The default run takes a few cases per target (each a child process: ~2-8 s); the slow
+# run's test_many_* below take 150 / 60 on three targets.
+DEFAULT_EXAMPLES = 4
+
+
 @pytest.mark.parametrize("target", ["generic", "pvc"])
-@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=DEFAULT_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(src=kernel_source())
 def test_generated_kernels_end_cleanly(tmp_path_factory, target, src):
     _check(_run(tmp_path_factory.mktemp("k"), src, target), src)
@@ -161,7 +166,7 @@ def test_many_generated_kernels_end_cleanly(tmp_path_factory, target, src):
 
 
 @pytest.mark.parametrize("target", ["generic", "pvc"])
-@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=DEFAULT_EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(src=runnable_kernel_source())
 def test_runnable_kernels_match_the_interpreter(tmp_path_factory, target, src):
     _check(_run(tmp_path_factory.mktemp("k"), src, target), src)

@@ -1012,10 +1012,9 @@ class GenericLowering(LoweringBase):
             return self.tf32(x) if tf32 else x
         lazy = isinstance(A, LazyTile) or isinstance(B, LazyTile)
         Bp = None if isinstance(B, LazyTile) else [[prep(x, B.dtype) for x in row] for row in B.regs]
-        # A in registers, one column group (K <= S), B fused: k loops can read A with a shuffle
-        # whose lane is the loop counter
-        shuffled_a = (isinstance(A, Vec) and not A.uniform and len(A.regs[0]) == 1 and isinstance(B, LazyTile)
-                      and LOOP_BOUNDARY_MMA)
+        # A in registers, B fused: k loops can read A with a shuffle whose lane is the loop
+        # counter (its column group picked by a select: several when K > S)
+        shuffled_a = isinstance(A, Vec) and not A.uniform and isinstance(B, LazyTile) and LOOP_BOUNDARY_MMA
 
         def steps(acc, fast, place=None):
             """``place``: the accumulator's tile, read before and written after each strip."""
@@ -1072,7 +1071,7 @@ class GenericLowering(LoweringBase):
             Bp_k = [prep(x, B.dtype) for x in b_k]
             new = {}
             for m in rows:
-                a = prep(a_k[m], a_ty) if a_k is not None else self.shuffle(prep(A.regs[m][0], a_ty), b.trunc(kk, I32))
+                a = prep(a_k[m], a_ty) if a_k is not None else self._shuffled_a(A, m, kk, prep)
                 new[m] = [b.add(phis[m][j], b.mul(a, Bp_k[j])) if isint else self.fma(a, Bp_k[j], phis[m][j])
                           for j in range(G)]
             nxt = b.add(kk, I64(1))
@@ -1189,8 +1188,8 @@ class GenericLowering(LoweringBase):
     def _mma_boundary_loop(self, A, B, acc, M, K, G, prep, isint: bool = False, masked: bool = True):
         """acc += A @ B for fused loads of a tile not fully in bounds: a loop over k (one masked
         column of A and row of B per step); returns the accumulators after the loop.
-        ``masked=False``: the tiles are known in bounds (plain loads). A may also be a Vec of one
-        column group (read with a shuffle from lane k)."""
+        ``masked=False``: the tiles are known in bounds (plain loads). A may also be a Vec held in
+        registers (read with a shuffle from lane k % S, ``_shuffled_a``)."""
         b = self.b
         C = B.shape[1]
 
@@ -1201,7 +1200,7 @@ class GenericLowering(LoweringBase):
                 if isinstance(A, LazyTile):
                     a = prep(self._masked_load(A, I64(m), kk, masked), A.dtype)
                 else:
-                    a = self.shuffle(prep(A.regs[m][0], A.dtype), b.trunc(kk, I32))
+                    a = self._shuffled_a(A, m, kk, prep)
                 acc_m = flat[m * G:(m + 1) * G]
                 new += [b.add(acc_m[g], b.mul(a, bk[g])) if isint else self.fma(a, bk[g], acc_m[g])
                         for g in range(G)]
@@ -1211,6 +1210,18 @@ class GenericLowering(LoweringBase):
         new = [flat[m * G:(m + 1) * G] for m in range(M)]
         self.count("GEMM boundary path: k loop (masked loads)" if masked else "GEMM in-bounds path: k loop (gathered B rows)")
         return new
+
+    def _shuffled_a(self, A: Vec, m: int, kk: ir.Value, prep) -> ir.Value:
+        """Element (m, kk) of an A held in registers (column kk % S of column group kk // S), for
+        every lane: a select of the group (uniform) then a shuffle from lane kk % S."""
+        b, regs = self.b, A.regs[m]
+        v, lane = regs[0], kk
+        if len(regs) > 1:
+            g = b.udiv(kk, I64(self.S))
+            for j in range(1, len(regs)):
+                v = b.select(b.icmp_unsigned("==", g, I64(j)), regs[j], v)
+            lane = b.urem(kk, I64(self.S))
+        return self.shuffle(prep(v, A.dtype), b.trunc(lane, I32))
 
     def _masked_load(self, lt: "LazyTile", r: ir.Value, col: ir.Value, masked: bool = True) -> ir.Value:
         """Element (r, col) of a lazy tile (tile-relative, i64), padding when out of bounds
