@@ -356,16 +356,20 @@ def _kstep_messages(t: Any, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t: An
                     b_order: tuple[int, ...]) -> dict[str, int]:
     """A subgroup's DPAS and 2D block load messages per k-step, from the blocking pass's own plan
     of its A [sm, BK] and B [BK, sn] tiles (``blocking.operand_plan``): a message the plan makes
-    a gather (or a tile it cannot split) counts as one per register block."""
-    loads = 0
+    a gather (or a tile it cannot split) counts as one per register block. ``min_loads_per_kstep``:
+    the same with each transposed load as tall as the target allows (the fewest messages)."""
+    loads = fewest = 0
     for role, shape, dt, order in (("A", (sm, BK), a_t, (1, 0)), ("B", (BK, sn), b_t, b_order)):
         try:
             plan = operand_plan(t, role, shape, dt, k, ArrayType(dt, 2, order))
+            tall = operand_plan(t, role, shape, dt, k, ArrayType(dt, 2, order),
+                                blocks_per_load=t.block_io.max_height // t.dpas.n)
         except ValueError:
             return {}
         loads += len(plan.desc_origins())
+        fewest += len(tall.desc_origins())
     dpas = -(-sm // t.dpas.max_m) * (sn // t.dpas.n) * (BK // k)
-    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads}
+    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads, "min_loads_per_kstep": fewest}
 
 
 def gemm_resources(a: str = "a", b: str = "b", c: str = "c", BM: str = "BM", BN: str = "BN",

@@ -292,6 +292,11 @@ XE_SPILLS = {
     ("bmg", "fp16", True): {(256, 256, 64, 32): 1600},
     ("bmg", "int8", False): {(256, 256, 64, 32): 6720},
     ("bmg", "int8", True): {(256, 256, 64, 32): 6912},
+    # bf16 (benchmarks/bench_device_code.py --dtypes bf16): the same split as fp16, other spill sizes
+    ("pvc", "bf16", False): {},
+    ("pvc", "bf16", True): {(256, 256, 64, 32): 1408},
+    ("bmg", "bf16", False): {},
+    ("bmg", "bf16", True): {(256, 256, 64, 32): 1024},
     ("lnl", "fp16", False): {},
     ("lnl", "fp16", True): {(256, 256, 64, 32): 1600},
     ("lnl", "int8", False): {(256, 256, 64, 32): 6720},
@@ -311,11 +316,17 @@ def test_xe_model_prunes_exactly_what_intels_compiler_spills(target, dtype, col_
     """Both ways, on targets with 2D block IO: the resource model keeps every config that builds
     spill-free and prunes, for registers, every one that spills. (Column-major B: the transposed
     loads of the whole k-step are live at once -- fp16 256x256x64/32sg fitted the model before and
-    spilled.) bf16 is fp16 to the model: same widths, same loads."""
-    el, acc, out, prec = {"fp16": (np.float16, f32, np.float16, None), "int8": (np.int8, i32, np.int32, None),
-                          "tf32": (np.float32, f32, np.float32, "tf32")}[dtype]
-    a, c = np.empty((64, 64), el), np.empty((64, 64), out)
-    b = np.empty((64, 64), el).T if col_b else np.empty((64, 64), el)
+    spilled.) bf16 is fp16 to the model (same widths, same loads), and Intel's compiler agrees."""
+    if dtype == "bf16":
+        import torch
+        a = c = torch.empty((64, 64), dtype=torch.bfloat16)
+        b = c.T if col_b else c
+        acc, prec = f32, None
+    else:
+        el, acc, out, prec = {"fp16": (np.float16, f32, np.float16, None), "int8": (np.int8, i32, np.int32, None),
+                              "tf32": (np.float32, f32, np.float32, "tf32")}[dtype]
+        a, c = np.empty((64, 64), el), np.empty((64, 64), out)
+        b = np.empty((64, 64), el).T if col_b else np.empty((64, 64), el)
     spills = XE_SPILLS[target, dtype, col_b]
     for cfg in CONFIGS[target]:
         key = (cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"], cfg.num_subgroups)
