@@ -303,11 +303,23 @@ XE_SPILLS = {
     ("lnl", "int8", True): {(256, 256, 64, 32): 6912},
     # tf32 (fp32 operands, PRECISION="tf32"), row-major B: 64x32 subgroup tiles and 32x32 ones in the
     # default register file spill; 32x16 tiles at BK=32 in it do not (A is live one 16-deep load at
-    # a time). Column-major tf32 B is not pinned: the model lets 32x32 tiles at BK=128 (27 KB) and
-    # 8x64 at BK=64 (3.2 KB) through, which Intel's compiler then prunes (the autotuner asks it).
+    # a time). Column-major tf32 B: in the large register file B's whole k-step and one A load are
+    # live (32x32 tiles at BK=128 and 8x64 at BK=64 spill; 32x32 at BK=64 does not), in the default
+    # one 32 rows of K of each (32x16 tiles at BK=32 spill, 8x32 at BK=64 do not).
     ("pvc", "tf32", False): {(256, 256, 64, 32): 30784, (256, 256, 32, 32): 14080, (256, 128, 32, 16): 14016,
                              (128, 256, 32, 16): 13952, (128, 128, 32, 8): 13952, (64, 64, 16, 4): 6464,
                              (128, 128, 16, 16): 6336},
+    ("pvc", "tf32", True): {(256, 256, 64, 32): 31744, (256, 256, 32, 32): 14464, (256, 128, 32, 16): 14464,
+                            (128, 256, 32, 16): 14464, (128, 128, 32, 8): 14464, (64, 64, 16, 4): 7168,
+                            (128, 128, 16, 16): 7168, (128, 128, 128, 16): 27200, (256, 128, 128, 32): 27136,
+                            (8, 512, 64, 8): 3200, (32, 256, 32, 16): 6016},
+    ("bmg", "tf32", False): {(256, 256, 64, 32): 30016, (256, 256, 32, 32): 13632, (256, 128, 32, 16): 13632,
+                             (128, 256, 32, 16): 13568, (128, 128, 32, 8): 13568, (64, 64, 16, 4): 6208,
+                             (128, 128, 16, 16): 6272},
+    ("bmg", "tf32", True): {(256, 256, 64, 32): 30016, (256, 256, 32, 32): 14528, (256, 128, 32, 16): 14528,
+                            (128, 256, 32, 16): 14528, (128, 128, 32, 8): 14528, (64, 64, 16, 4): 6656,
+                            (128, 128, 16, 16): 6656, (128, 128, 128, 16): 23424, (256, 128, 128, 32): 23360,
+                            (8, 512, 64, 8): 2688, (32, 256, 32, 16): 6016},
 }
 
 
