@@ -13,7 +13,10 @@ stored [N, K]: transposed / VNNI-transposed 2D block loads), ``bias_relu`` (the 
 fewest loads; Intel's compiler then moves their registers) instead of one. The row gives the static verdict of the autotuner's resource model, the compiler's
 GRF count, spill and private bytes, and the hot k-loop's mix -- DPAS (next to the tile
 arithmetic's count), 2D block loads, prefetches, spill sends, instructions per DPAS and the
-ideal (each DPAS, load and prefetch once, plus four instructions of loop control). Writes
+ideal (each DPAS, load and prefetch once, plus four instructions of loop control). For
+column-major B, ``ld/min`` gives the loads next to the fewest a k-step could take (the blocking
+plan with each transposed load as tall as legal; these are the A and B loads, the hot loop's count
+is what Intel's compiler issued). Writes
 ``benchmarks/results/device_code.json`` (and ``.png`` with matplotlib). No GPU is needed or used.
 """
 from __future__ import annotations
@@ -71,6 +74,8 @@ def one(job: tuple) -> dict:
                         kw.get("PRECISION"))
     row["static"] = "; ".join(est["problems"]) or "fits"
     row["sg_tile"] = est["sg_tile"]
+    # the fewest load messages a k-step could take (transposed loads as tall as legal)
+    row["min_loads"] = est.get("min_loads_per_kstep")
     try:
         t0 = time.perf_counter()
         bias = c[0] if variant == "bias_relu" else a
@@ -92,9 +97,19 @@ def one(job: tuple) -> dict:
     return row
 
 
+def _loads(r: dict) -> str:
+    """The hot loop's 2D block loads, and where transposed (column-major B) loads could be fewer
+    (as tall as the target allows: two DPAS B blocks a load), that minimum after a slash."""
+    ld = (r.get("hot_loop") or {}).get("block_loads", "-")
+    fewest = r.get("min_loads")
+    if fewest is None or r["variant"] not in ("colB", "colB_tf32"):
+        return str(ld)
+    return f"{ld}/{fewest}"
+
+
 def table(rows: list[dict]) -> str:
     head = (f"{'target':6} {'dtype':5} {'variant':9} {'config':18} {'grf':7} {'static':6} {'GRF':>4} {'spill':>6} {'priv':>5} "
-            f"{'dpas':>5} {'tile':>5} {'ld':>3} {'pf':>3} {'spl':>4} {'instr':>6} {'/dpas':>6} {'ideal':>6}")
+            f"{'dpas':>5} {'tile':>5} {'ld/min':>6} {'pf':>3} {'spl':>4} {'instr':>6} {'/dpas':>6} {'ideal':>6}")
     out = [head, "-" * len(head)]
     for r in rows:
         if "error" in r:
@@ -106,7 +121,7 @@ def table(rows: list[dict]) -> str:
         out.append(
             f"{r['target']:6} {r['dtype']:5} {r['variant']:9} {r['config']:18} {r['grf_mode']:7} {'ok' if r['static'] == 'fits' else 'prune':6} "
             f"{r['grf_count']:>4} {r['spill_bytes']:>6} {r['private_bytes']:>5} {h.get('dpas', '-'):>5} "
-            f"{str(r.get('dpas_per_kstep', '-')):>5} {h.get('block_loads', '-'):>3} {h.get('prefetches', '-'):>3} "
+            f"{str(r.get('dpas_per_kstep', '-')):>5} {_loads(r):>6} {h.get('prefetches', '-'):>3} "
             f"{h.get('spill_sends', '-'):>4} {h.get('instructions', '-'):>6} {str(h.get('per_dpas', '-')):>6} "
             f"{str(h.get('ideal_per_dpas', '-')):>6}")
     return "\n".join(out)

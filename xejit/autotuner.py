@@ -233,9 +233,17 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     # transposed loads into 16 distinct 8-register blocks, the 4 A loads into one). fp16 64x32
     # tiles at BK=64 (256x256x64/32sg): 128 + 64 + 64 of 240 registers, spill 1280 B on pvc,
     # 1600 B on bmg and lnl; at BK=32 and 32x32 tiles at BK=128 (224) they build with 0 spill.
-    # (8- and 16-bit B. tf32's column-major B does not follow it -- pvc 32x32 tiles: BK=64 builds
-    # with 0 spill, BK=128 spills 27 KB -- and keeps the 32-deep rule: not yet grounded.)
-    kb_whole = col_b and t.block_io is not None and b_t.bitwidth < 32
+    # tf32's column-major B follows it in the large register file only, with A one 64-byte load:
+    # there Intel's compiler issues a whole k-step of one operand ahead of the DPAS (pvc 32x32
+    # tiles, BK=64: A's four 32x16 loads, 128 registers, at the loop's top, B streamed at 8
+    # registers a load; 8x64 tiles, BK=64: B's 32 transposed loads ahead, 3.2 KB spill), and B's
+    # whole k-step plus one A load is the count that splits every config (pvc and bmg: 32x32 at
+    # BK=64 224 registers, 0 spill; at BK=128 352, spill 27 KB; 8x64 at BK=64 296, spill 2.7-3.2 KB).
+    # In the default file it schedules loads 32 rows deep (8x32 tiles, BK=64: 7 of the k-step's 16
+    # B loads ahead; 32x16 tiles at BK=32 spill 6 KB with A 32 deep counted, as below).
+    large_file = grf_mode in ("256", "auto") and t.registers is not None and bool(t.registers.large_grf_count)
+    tf32_col_b = col_b and t.block_io is not None and b_t.bitwidth == 32 and not fma and large_file
+    kb_whole = col_b and t.block_io is not None and (b_t.bitwidth < 32 or tf32_col_b)
     op_k = t.dpas.k_of(_DPAS_TYPE.get(a_t.name, "")) if t.dpas is not None and not fma else None
     best = None
     layouts = list(_subgroup_layouts(nsg))
@@ -252,7 +260,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         # Row-major B: one A load message of K is live, 64 bytes wide (fp16 32 deep, tf32 16: pvc
         # tf32 32x16 tiles at BK=32 build with 0 spill in 128 registers, which 32 + 64 + 32 of an A
         # 32 deep would not fit). (With column-major tf32 B the same tile spills 6 KB: 32 deep kept.)
-        one_load = t.block_io is not None and a_t.bitwidth in (16, 32) and not (fma or col_b)
+        one_load = t.block_io is not None and a_t.bitwidth in (16, 32) and not fma and (not col_b or tf32_col_b)
         kw = min(kl, 512 // a_t.bitwidth) if one_load else kl
         kb, extra = (BK if kb_whole else kl), 0
         if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b):
@@ -356,16 +364,20 @@ def _kstep_messages(t: Any, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t: An
                     b_order: tuple[int, ...]) -> dict[str, int]:
     """A subgroup's DPAS and 2D block load messages per k-step, from the blocking pass's own plan
     of its A [sm, BK] and B [BK, sn] tiles (``blocking.operand_plan``): a message the plan makes
-    a gather (or a tile it cannot split) counts as one per register block."""
-    loads = 0
+    a gather (or a tile it cannot split) counts as one per register block. ``min_loads_per_kstep``:
+    the same with each transposed load as tall as the target allows (the fewest messages)."""
+    loads = fewest = 0
     for role, shape, dt, order in (("A", (sm, BK), a_t, (1, 0)), ("B", (BK, sn), b_t, b_order)):
         try:
             plan = operand_plan(t, role, shape, dt, k, ArrayType(dt, 2, order))
+            tall = operand_plan(t, role, shape, dt, k, ArrayType(dt, 2, order),
+                                blocks_per_load=t.block_io.max_height // t.dpas.n)
         except ValueError:
             return {}
         loads += len(plan.desc_origins())
+        fewest += len(tall.desc_origins())
     dpas = -(-sm // t.dpas.max_m) * (sn // t.dpas.n) * (BK // k)
-    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads}
+    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads, "min_loads_per_kstep": fewest}
 
 
 def gemm_resources(a: str = "a", b: str = "b", c: str = "c", BM: str = "BM", BN: str = "BN",

@@ -292,17 +292,34 @@ XE_SPILLS = {
     ("bmg", "fp16", True): {(256, 256, 64, 32): 1600},
     ("bmg", "int8", False): {(256, 256, 64, 32): 6720},
     ("bmg", "int8", True): {(256, 256, 64, 32): 6912},
+    # bf16 (benchmarks/bench_device_code.py --dtypes bf16): the same split as fp16, other spill sizes
+    ("pvc", "bf16", False): {},
+    ("pvc", "bf16", True): {(256, 256, 64, 32): 1408},
+    ("bmg", "bf16", False): {},
+    ("bmg", "bf16", True): {(256, 256, 64, 32): 1024},
     ("lnl", "fp16", False): {},
     ("lnl", "fp16", True): {(256, 256, 64, 32): 1600},
     ("lnl", "int8", False): {(256, 256, 64, 32): 6720},
     ("lnl", "int8", True): {(256, 256, 64, 32): 6912},
     # tf32 (fp32 operands, PRECISION="tf32"), row-major B: 64x32 subgroup tiles and 32x32 ones in the
     # default register file spill; 32x16 tiles at BK=32 in it do not (A is live one 16-deep load at
-    # a time). Column-major tf32 B is not pinned: the model lets 32x32 tiles at BK=128 (27 KB) and
-    # 8x64 at BK=64 (3.2 KB) through, which Intel's compiler then prunes (the autotuner asks it).
+    # a time). Column-major tf32 B: in the large register file B's whole k-step and one A load are
+    # live (32x32 tiles at BK=128 and 8x64 at BK=64 spill; 32x32 at BK=64 does not), in the default
+    # one 32 rows of K of each (32x16 tiles at BK=32 spill, 8x32 at BK=64 do not).
     ("pvc", "tf32", False): {(256, 256, 64, 32): 30784, (256, 256, 32, 32): 14080, (256, 128, 32, 16): 14016,
                              (128, 256, 32, 16): 13952, (128, 128, 32, 8): 13952, (64, 64, 16, 4): 6464,
                              (128, 128, 16, 16): 6336},
+    ("pvc", "tf32", True): {(256, 256, 64, 32): 31744, (256, 256, 32, 32): 14464, (256, 128, 32, 16): 14464,
+                            (128, 256, 32, 16): 14464, (128, 128, 32, 8): 14464, (64, 64, 16, 4): 7168,
+                            (128, 128, 16, 16): 7168, (128, 128, 128, 16): 27200, (256, 128, 128, 32): 27136,
+                            (8, 512, 64, 8): 3200, (32, 256, 32, 16): 6016},
+    ("bmg", "tf32", False): {(256, 256, 64, 32): 30016, (256, 256, 32, 32): 13632, (256, 128, 32, 16): 13632,
+                             (128, 256, 32, 16): 13568, (128, 128, 32, 8): 13568, (64, 64, 16, 4): 6208,
+                             (128, 128, 16, 16): 6272},
+    ("bmg", "tf32", True): {(256, 256, 64, 32): 30016, (256, 256, 32, 32): 14528, (256, 128, 32, 16): 14528,
+                            (128, 256, 32, 16): 14528, (128, 128, 32, 8): 14528, (64, 64, 16, 4): 6656,
+                            (128, 128, 16, 16): 6656, (128, 128, 128, 16): 23424, (256, 128, 128, 32): 23360,
+                            (8, 512, 64, 8): 2688, (32, 256, 32, 16): 6016},
 }
 
 
@@ -311,11 +328,17 @@ def test_xe_model_prunes_exactly_what_intels_compiler_spills(target, dtype, col_
     """Both ways, on targets with 2D block IO: the resource model keeps every config that builds
     spill-free and prunes, for registers, every one that spills. (Column-major B: the transposed
     loads of the whole k-step are live at once -- fp16 256x256x64/32sg fitted the model before and
-    spilled.) bf16 is fp16 to the model: same widths, same loads."""
-    el, acc, out, prec = {"fp16": (np.float16, f32, np.float16, None), "int8": (np.int8, i32, np.int32, None),
-                          "tf32": (np.float32, f32, np.float32, "tf32")}[dtype]
-    a, c = np.empty((64, 64), el), np.empty((64, 64), out)
-    b = np.empty((64, 64), el).T if col_b else np.empty((64, 64), el)
+    spilled.) bf16 is fp16 to the model (same widths, same loads), and Intel's compiler agrees."""
+    if dtype == "bf16":
+        import torch
+        a = c = torch.empty((64, 64), dtype=torch.bfloat16)
+        b = c.T if col_b else c
+        acc, prec = f32, None
+    else:
+        el, acc, out, prec = {"fp16": (np.float16, f32, np.float16, None), "int8": (np.int8, i32, np.int32, None),
+                              "tf32": (np.float32, f32, np.float32, "tf32")}[dtype]
+        a, c = np.empty((64, 64), el), np.empty((64, 64), out)
+        b = np.empty((64, 64), el).T if col_b else np.empty((64, 64), el)
     spills = XE_SPILLS[target, dtype, col_b]
     for cfg in CONFIGS[target]:
         key = (cfg.kwargs["BM"], cfg.kwargs["BN"], cfg.kwargs["BK"], cfg.num_subgroups)

@@ -208,12 +208,14 @@ def _tile_classes(fn: Function) -> tuple[_UnionFind, dict[int, set], dict[int, O
 
 
 def operand_plan(target: Target, role: str, shape: tuple[int, int], dt: Any, k: int,
-                 arr: ArrayType) -> TilePlan:
+                 arr: ArrayType, blocks_per_load: Optional[int] = None) -> TilePlan:
     """How one subgroup tile of ``role`` (A, B: DPAS operands with DPAS depth ``k``; C: plain
     blocks) of ``arr`` is read on ``target``: register blocks, 2D block loads (height, array
     length, transposed blocks per load) or per-element gathers with the reason. The autotuner's
-    perf model counts a k-step's load messages from it (``len(plan.desc_origins())``). Raises
-    ValueError when the tile does not split into the role's register blocks."""
+    perf model counts a k-step's load messages from it (``len(plan.desc_origins())``).
+    ``blocks_per_load`` asks for that many DPAS B blocks per transposed load (default
+    ``TRANSPOSED_B_BLOCKS_PER_LOAD``; halved until the block is legal, so a large value gives the
+    fewest loads). Raises ValueError when the tile does not split into the role's register blocks."""
     R, C = shape
     bits = dt.bitwidth
     colmajor = arr.rank == 2 and tuple(arr.order) == (0, 1)
@@ -249,7 +251,7 @@ def operand_plan(target: Target, role: str, shape: tuple[int, int], dt: Any, k: 
                 return fallback(why)
             # A transposed load is at most 8 words wide (one DPAS B block deep), so the
             # fewest loads come from its height: 2 x N rows give two B blocks side by side.
-            tn = TRANSPOSED_B_BLOCKS_PER_LOAD
+            tn = TRANSPOSED_B_BLOCKS_PER_LOAD if blocks_per_load is None else blocks_per_load
             while tn > 1 and ((C // bw) % tn or check_block_shape(target, 32, bh * bits // 32,
                                                                    tn * bw, 1, op="load_transpose")):
                 tn //= 2
