@@ -517,11 +517,13 @@ def test_int8_configs_fit_and_reach_two_instructions_per_dpas(target):
 
 # dg2 (no 2D block IO): C^T = B^T A^T from per-lane row loads in the fast k-loop (B^T from a
 # panel the workgroup packs in SLM where subgroups share it, several 32-row K-slices a barrier),
-# block reads elsewhere. Measured per config with benchmarks/bench_device_code.py (fp16 16x16
-# tiles staged: BK=128 5.09 instructions per DPAS, the autotuner's pick, BK=64 6.38, BK=32
-# 8.75-10.0; 32x16 tiles 9.25, 16x16 BK=16 13.25, 16x8 18.75, decode 24.75 (8x32) / 30.0, BK=32
-# decode 26.5; int8 16x16 staged: BK=512 5.08, the pick, BK=256 5.62, BK=128 7.0, BK=32-64 9.5-16.5; 16x8
-# 30.5, decode 66.25 / 72.0); the bounds sit a little above, so a regression fails: the best
+# block reads elsewhere. The staged fast loop takes two k-steps an iteration (a buffer each: its
+# SLM addresses are constants; not fp16 BK=64), so its hot loop holds twice a k-step's DPAS.
+# Measured per config with benchmarks/bench_device_code.py (fp16 16x16 tiles staged: BK=128 4.88
+# instructions per DPAS, the autotuner's pick (5.09 a step an iteration), BK=64 6.38, BK=32
+# 7.25-8.81; 32x16 tiles 9.25, 16x16 BK=16 10.62, 16x8 16.0, decode 24.75 (8x32) / 30.0, BK=32
+# decode 26.5; int8 16x16 staged: BK=512 4.95, the pick (5.08), BK=256 5.36, BK=128 6.19, BK=32-64
+# 8.5-14.25; 16x8 26.5, decode 66.25 / 72.0); the bounds sit a little above, so a regression fails: the best
 # config the autotuner can keep, and every one it keeps. Column-major B (``a @ w.T``, w stored
 # [N, K]: no packing, lane l's B operand is row l of w's block) on the same configs: fp16 decode
 # 9.88 (8x32, BK=32), 11.5 (8x32, BK=16), 20.5, BK=32 16.5 (310 / 300 before), 16x16 tiles
@@ -529,7 +531,7 @@ def test_int8_configs_fit_and_reach_two_instructions_per_dpas(target):
 # Column-major B is not staged (its 16x16 tiles with BK=64-256 spill 5.8-17 KB: pruned), so its
 # kept configs measure fp16 9.88-20.5, int8 11.25-19.0 (acm-g10, IGC 2.40). The model's register prunes must spill (both ways; the
 # exact split is pinned in tests/autotune, DG2_SPILLS).
-DG2_PER_DPAS = {("fp16", False): (5.15, 31), ("int8", False): (5.15, 75),
+DG2_PER_DPAS = {("fp16", False): (4.9, 31), ("int8", False): (5.0, 75),
                 ("fp16", True): (10.0, 21), ("int8", True): (11.5, 19.5)}
 
 
@@ -570,13 +572,28 @@ def test_dg2_library_gemm_configs_the_autotuner_keeps(dtype, col_b, sweep):
             assert bin_.spill_bytes or bin_.private_bytes, f"{where} pruned but builds: {bin_.summary()}"
             continue
         hot = bin_.hot_loop
-        assert hot.dpas == _dpas_per_kstep("dg2", est, kw["BK"], k), where
+        assert hot.dpas in (per_step := _dpas_per_kstep("dg2", est, kw["BK"], k), 2 * per_step), where
         assert not (bin_.spill_bytes or bin_.private_bytes), f"{where}: {bin_.summary()}"
         assert hot.private_sends == 0 and hot.spill_sends == 0, where
         kept.append(hot.per_dpas)
         assert hot.per_dpas <= DG2_PER_DPAS[dtype, col_b][1], f"{where}: {hot.per_dpas} instructions per DPAS"
     assert len(kept) >= (4 if sweep else len(DG2_SAMPLE) - 1), kept
     assert min(kept) <= DG2_PER_DPAS[dtype, col_b][0], kept
+
+
+def test_a_backward_goto_closes_a_loop():
+    """Intel's compiler may close a loop with a divergent backward ``goto.b`` (dg2's staged k-loop
+    taken two steps an iteration, whose first step may leave it): the loop is found."""
+    listing = isa.parse("""
+L0:
+        dpas.8x8 (8|M0)          r32:f         r32:f             r81:hf            r56.0:hf         {Atomic}
+(~f0.1) goto (8|M0)                          L96                  L96
+        dpas.8x8 (8|M0)          r24:f         r24:f             r81:hf            r56.0:hf         {Atomic}
+(f0.0)  goto.b (8|M0)                        L96                  L0
+L96:
+""")
+    assert isa.loops(listing) == [(0, 4)]
+    assert isa.hot_loop(listing).dpas == 2
 
 
 def _hot_loop_lines(bin_) -> list:

@@ -89,7 +89,8 @@ def parse(text: str) -> list[Instruction | str]:
         exec_size = ""
         if len(parts) > 1 and parts[1].startswith("("):
             exec_size = parts[1].strip("()")
-        targets = tuple(p for p in parts[1:] if re.fullmatch(r"L\d+", p)) if mnemonic in _BRANCHES else ()
+        targets = tuple(p for p in parts[1:] if re.fullmatch(r"L\d+", p)) \
+            if mnemonic.split(".")[0] in _BRANCHES else ()    # goto.b: a backward goto
         dummy = False
         if mnemonic.startswith("dpas") and len(parts) >= 6:
             reg = [p.split(":")[0].split(".")[0] for p in parts[2:6]]

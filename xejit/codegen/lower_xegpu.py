@@ -2026,32 +2026,66 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         b.cbranch(cond, body_bb, exit_bb)
         b.position_at_end(body_bb)
         body = op.regions[0].block
-        self.env[id(body.args[0])] = iv
-        for j, (arg, val) in enumerate(zip(body.args[1:], in_body)):
-            if reads_in_bounds and j in reads_in_bounds:
-                # the body's copy carries the versioning's verdict; the loop's results do not.
-                # With B staged (counted in i32), its position is the entry's plus the counter's
-                # multiple: no 64-bit add a step (dg2 has no 64-bit ALU: 4 instructions a
-                # descriptor). Not elsewhere: Intel's compiler then ended the unstaged loops
-                # with a divergent backward goto instead of jmpi (decode, 32x16 tiles)
-                at = self.counter_position(inits[j], body, j, ctr, step) \
-                    if steps is not None and self.splan is not None else None
-                val = val.moved(*(at or (val.row, val.col)), val.xy)
-                val.reads_in_bounds = reads_in_bounds[j]
-            self.env[id(arg)] = val
-        leave = hook(ctr, n32) if hook is not None else None
-        self._preheaders.append(pre)
-        ys = self.block(body)
-        self._preheaders.pop()
-        if leave is not None:
-            leave()
-        yflat = [v for j, y in enumerate(ys) for v in flat_of(j, y)]
+
+        def lower_body(ctr_v: ir.Value, iv_v: ir.Value, vals: list, parity: Optional[int]) -> list:
+            """One copy of the body at counter ``ctr_v``; the flat values it yields."""
+            self.env[id(body.args[0])] = iv_v
+            for j, (arg, val) in enumerate(zip(body.args[1:], vals)):
+                if reads_in_bounds and j in reads_in_bounds:
+                    # the body's copy carries the versioning's verdict; the loop's results do not.
+                    # With B staged (counted in i32), its position is the entry's plus the counter's
+                    # multiple: no 64-bit add a step (dg2 has no 64-bit ALU: 4 instructions a
+                    # descriptor). Not elsewhere: Intel's compiler then ended the unstaged loops
+                    # with a divergent backward goto instead of jmpi (decode, 32x16 tiles)
+                    at = self.counter_position(inits[j], body, j, ctr_v, step) \
+                        if steps is not None and self.splan is not None else None
+                    val = val.moved(*(at or (val.row, val.col)), val.xy)
+                    val.reads_in_bounds = reads_in_bounds[j]
+                self.env[id(arg)] = val
+            leave = hook(ctr_v, n32, parity) if hook is not None else None
+            self._preheaders.append(pre)
+            ys = self.block(body)
+            self._preheaders.pop()
+            if leave is not None:
+                leave()
+            return [v for j, y in enumerate(ys) for v in flat_of(j, y)]
+
+        def rebuilt(vals: list) -> list:
+            out, pos = [], 0
+            for like in inits:
+                k = len(self._flat(like))
+                out.append(self._rebuild(like, vals[pos:pos + k]))
+                pos += k
+            return out
+
+        # a hook that asks for it (B staged in two SLM buffers) gets the body twice an iteration,
+        # each copy reading a buffer of its own: its SLM addresses are loop-invariant
+        pairs = hook is not None and getattr(hook, "pairs", False) and steps is not None and not moving \
+            and not unit_shift
+        yflat = lower_body(ctr, iv, in_body, 0 if pairs else None)
+        advance = step.constant >> unit_shift if steps is not None else None
+        if pairs:
+            mid, first = b.block, yflat
+            ctr2 = b.add(ctr_u, I32(advance))
+            second_bb = self.kernel.append_basic_block("for.body2")
+            b.cbranch(b.icmp_signed("<", ctr2, n32), second_bb, exit_bb)
+            b.position_at_end(second_bb)
+            yflat = lower_body(ctr2, b.add(lb, b.zext(ctr2, I64)), rebuilt(first), 1)
+            advance *= 2
         latch = b.block
-        ctr_u.add_incoming(b.add(ctr_u, I32(step.constant >> unit_shift) if steps is not None else step), latch)
+        ctr_u.add_incoming(b.add(ctr_u, I32(advance)) if steps is not None else b.add(ctr_u, step), latch)
         for p, y in zip(phis, yflat):
             p.add_incoming(y, latch)
         b.branch(header)
         b.position_at_end(exit_bb)
+        if pairs:
+            ends = []
+            for p, y in zip(phis, first):
+                e = b.phi(p.type)
+                e.add_incoming(p, header)
+                e.add_incoming(y, mid)
+                ends.append(e)
+            carried = rebuilt(ends)
         return carried
 
 

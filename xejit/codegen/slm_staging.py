@@ -32,6 +32,7 @@ from .passes.lane_distribution import per_lane_count
 I32, I64 = bi.I32, bi.I64
 
 
+
 @dataclass
 class SPlan:
     """B staged in SLM: the B descriptor's iter_arg position, the panel (BK x BN, v rows a
@@ -331,9 +332,11 @@ class SlmStaging:
         """``_lower_for``'s hook of the fast version: at the top of each k-step the buffer it reads
         and the global loads of the next step's panel (the last step reloads its own); at the
         bottom the packed share stored to the other buffer and a barrier."""
-        def enter(ctr: ir.Value, n32: ir.Value):
+        def enter(ctr: ir.Value, n32: ir.Value, parity: Optional[int] = None):
             b = self.b
-            cur = b.mul(b.and_(b.udiv(ctr, I32(step)), I32(1)), I32(sp.buffer_words))
+            # the loop lowered in pairs of steps (``enter.pairs``) gives each copy its buffer
+            cur = I32(parity * sp.buffer_words) if parity is not None else \
+                b.mul(b.and_(b.udiv(ctr, I32(step)), I32(1)), I32(sp.buffer_words))
             sp.cur, sp.step_base = cur, None
             td = self.env[id(body_arg)]
             nxt = b.add(ctr, I32(step))
@@ -345,4 +348,8 @@ class SlmStaging:
                 bi.barrier(self.b)
                 self.instructions["workgroup barrier (one a k-step)"] += 1
             return leave
+        # two steps an iteration, each reading a buffer of its own (a constant: fp16 256x64x128/64sg
+        # 163 -> 156 instructions a step, int8 256x64x512/64sg 325 -> 316.5); not with two 16-bit
+        # K-slices (fp16 256x64x64/64sg: Intel's compiler spilled 64 B)
+        enter.pairs = not (sp.v == 2 and len(sp.parts) == 2)
         return enter

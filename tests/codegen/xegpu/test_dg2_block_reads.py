@@ -60,6 +60,10 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     ("f16", (128, 64, 16), (200, 128, 80)),
     ("i8", (128, 64, 32), (128, 100, 160)),
     ("f16", (256, 64, 32), (300, 64, 96)),    # 64 subgroups, two K-blocks a k-step
+    # the staged fast loop takes two k-steps an iteration (a buffer each): even step counts,
+    # none left over (4 steps) and the shortest pair (2 steps)
+    ("f16", (256, 64, 32), (256, 64, 128)),
+    ("i8", (128, 64, 32), (128, 64, 64)),
     # several B descriptors (K-slices of 32 rows) staged in one panel, one barrier a k-step,
     # DPAS in K-block order: in-bounds and edge workgroups (M and N), odd step counts, a K tail
     pytest.param("f16", (256, 64, 128), (300, 100, 384), marks=pytest.mark.slow),  # ~20 s
