@@ -61,6 +61,9 @@ class TPlan:
     #: DPAS K-blocks per k-step (A's array blocks), rows of the tallest A load
     k_blocks: int = 1
     a_rows: int = 8
+    #: (even, odd) accumulator positions of B blocks 2c, 2c + 1 of one load: 16-bit row-major B
+    #: read unpacked, its DPAS split by column parity (``parity_dpas.py``); empty: packed B^T
+    pairs: list = field(default_factory=list)
 
 
 class TransposedDpas:
@@ -78,6 +81,7 @@ class TransposedDpas:
             return None
         loads, accs, chain = {}, set(), {id(o.result) for o in dpas}
         k_blocks, a_rows = 1, 8
+        root, block_pos, b_loads = {}, {}, {}
 
         def source(v, want: str):
             o = getattr(v, "op", None)
@@ -113,8 +117,16 @@ class TransposedDpas:
             loads[id(la)], loads[id(lb)] = "A", "B"
             if getattr(vc, "block", None) is body:
                 accs.add(args.index(vc))
+                root[id(d.result)] = args.index(vc)
             elif id(vc) not in chain:
                 return None
+            else:
+                root[id(d.result)] = root[id(vc)]
+            vb_whole = vb.op.operands[0] if vb.op.name == "vector.extract_strided_slice" else vb
+            blk = (id(lb), next(i for i, r in enumerate(lb.results) if r is vb_whole))
+            b_loads[id(lb)] = lb
+            if block_pos.setdefault(blk, root[id(d.result)]) != root[id(d.result)]:
+                block_pos[blk] = None
             if any(u.name not in ("xegpu.dpas", "scf.yield") or (u.name == "xegpu.dpas" and i != 2)
                    for u, i in d.result.uses):
                 return None
@@ -123,7 +135,25 @@ class TransposedDpas:
                 return None
             if not isinstance(self.env[id(op.operands[3 + p])], ir.Value):
                 return None
-        return TPlan(sorted(accs), loads, k_blocks, a_rows)
+        return TPlan(sorted(accs), loads, k_blocks, a_rows, self._parity_pairs(b_loads, block_pos, a_rows))
+
+    @staticmethod
+    def _parity_pairs(b_loads: dict, block_pos: dict, a_rows: int) -> list:
+        """Accumulator pairs for the column-parity DPAS (``parity_dpas.py``): 16-bit B, one
+        8-row group of A (decode: the spread of A^T is shared by the tile's N / 16 pairs), and
+        loads of 4 or more 8-column blocks (with 2 the spread costs what the packing saves),
+        each block one chain of its own."""
+        pairs = []
+        for lb in b_loads.values():
+            n = len(lb.results)
+            if a_rows != 8 or lb.operands[0].type.dtype.bitwidth != 16 or n < 4 or n % 2:
+                return []
+            pos = [block_pos.get((id(lb), a)) for a in range(n)]
+            if None in pos:
+                return []
+            pairs += [(pos[2 * c], pos[2 * c + 1]) for c in range(n // 2)]
+        flat = [p for pr in pairs for p in pr]
+        return pairs if len(set(flat)) == len(flat) else []
 
     # -- pieces -----------------------------------------------------------------------------------
 
