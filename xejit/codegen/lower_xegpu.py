@@ -1143,11 +1143,9 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
                         s = TSlice(self.env[id(r)], g)
                         if role == "A":
                             self.a_transposed(s)
-                        elif self.tplan.pairs and slm is None:     # unpacked rows (parity_dpas.py)
-                            if a % 2 == 0:
-                                for half in (0, 1):
-                                    self.parity_b_rows(s, a // 2, half)
-                        else:
+                        elif not self.tplan.pairs or slm is not None:
+                            # (B rows by column parity are read at their DPAS: all of 8x32 tiles'
+                            # at BK=32 here spilled 864 B, 0 at the DPAS: parity_dpas.py)
                             self.b_transposed(s)
             return
         many = sum(words_count(rt, self.sg) for rt in rtypes) >= _DEFERRED_WORDS

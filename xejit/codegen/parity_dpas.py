@@ -28,6 +28,19 @@ from .transposed_dpas import TSlice
 
 I32, I64 = bi.I32, bi.I64
 
+#: 8-column blocks of a B load below which the packed B^T stays (with 2 the spread of A^T costs
+#: what the packing saves, and the DPAS are twice as many)
+MIN_BLOCKS = 4
+
+
+def column_parity(a_rows: int, b_blocks: int, bits: int) -> bool:
+    """Whether a transposed k-loop takes row-major B unpacked by column parity: 16-bit B, one
+    8-row group of A (decode: the spread is shared by the tile's N / 16 pairs), loads of an even
+    number of 8-column blocks, at least :data:`MIN_BLOCKS` (also the autotuner's rule:
+    ``block_read_costs.py``)."""
+    return bits == 16 and a_rows == 8 and b_blocks >= MIN_BLOCKS and b_blocks % 2 == 0
+
+
 _EVENS = [2 * j for j in range(8)]
 _ODDS = [2 * j + 1 for j in range(8)]
 #: the inverse: concat(E_0, E_1) -> the even block's, the odd block's 8 columns
@@ -51,21 +64,42 @@ class ParityDpas:
     #: the first DPAS of each pair, waiting for its second (reset per loop version)
     parity_pending: dict
 
+    @staticmethod
+    def parity_pairs(b_loads: dict, block_pos: dict, a_rows: int) -> list:
+        """(even, odd) accumulator positions of B blocks 2c, 2c + 1 of each B load when the loop
+        takes the column-parity DPAS (:func:`column_parity`, each block a chain of its own), else []."""
+        pairs = []
+        for lb in b_loads.values():
+            n = len(lb.results)
+            if not column_parity(a_rows, n, lb.operands[0].type.dtype.bitwidth):
+                return []
+            pos = [block_pos.get((id(lb), a)) for a in range(n)]
+            if None in pos:
+                return []
+            pairs += [(pos[2 * c], pos[2 * c + 1]) for c in range(n // 2)]
+        flat = [p for pr in pairs for p in pr]
+        return pairs if len(set(flat)) == len(flat) else []
+
     def parity_b_rows(self, s: TSlice, chunk: int, half: int) -> ir.Value:
-        """``<8 x i32>``: lane l's row 16 g + 8 half + l of the B load (K-block g), columns
+        """``<8 x i32>``: lane l's row 16 g + 8 half + 2 (l % 4) + l // 4 of the B load (K-block g), columns
         16 chunk .. 16 chunk + 15 of its array blocks: the DPAS A operand as it lies."""
         ld = s.load
         key = ("prows", s.group, chunk, half)
         if key not in ld.cache:
-            lane = self.b.zext(self.lane_here(), I64)
-            row = self.b.add(lane, I64(16 * s.group + 8 * half))
+            b = self.b
+            lane = b.zext(self.lane_here(), I64)
+            # lane l reads row 2 (l % 4) + l // 4 of the 8: the spread's registers 0-3 are then the
+            # low halves of A^T's words, 4-7 the high ones (contiguous, no interleave)
+            perm = b.add(b.shl(b.and_(lane, I64(3)), I64(1)), b.lshr(lane, I64(2)))
+            row = b.add(perm, I64(16 * s.group + 8 * half))
             ld.cache[key] = self.lane_row_words(ld, row, 2 * ld.w * chunk, 8)
             self.instructions["per-lane row load (B as the DPAS A operand, column parity)"] += 1
         return ld.cache[key]
 
     def parity_a_spread(self, s: TSlice, half: int, p: int) -> ir.Value:
-        """``<8 x i32>``: register l, lane m = A[m][8 half + l] of the K-block in 16-bit half p,
-        zero in the other (the DPAS B operand keeping columns of parity p)."""
+        """``<8 x i32>``: register l, lane m = A[m][8 half + r] of the K-block in 16-bit half p,
+        zero in the other (the DPAS B operand keeping columns of parity p), r = 2 l for l < 4,
+        2 (l - 4) + 1 above (the rows ``parity_b_rows`` gives lane l)."""
         ld = s.load
         key = ("spread", ld.a, s.group, half, p)
         if key not in ld.cache:
@@ -74,10 +108,9 @@ class ParityDpas:
                                  ir.Constant(ir.VectorType(I32, 4), [4 * half + i for i in range(4)]))
             v4 = ir.VectorType(I32, 4)
             c16, lo, hi = (ir.Constant(v4, [x] * 4) for x in (16, 0xFFFF, -65536))
-            # one instruction a register: word j's low half to register 2j, its high to 2j + 1
+            # one instruction a register: word j's low half to register j, its high to j + 4
             even, odd = (b.and_(w, lo), b.lshr(w, c16)) if p == 0 else (b.shl(w, c16), b.and_(w, hi))
-            ld.cache[key] = b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, 8),
-                                                                   [0, 4, 1, 5, 2, 6, 3, 7]))
+            ld.cache[key] = b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, 8), list(range(8))))
             self.instructions["A^T spread by column parity (DPAS B operand)"] += 1
         return ld.cache[key]
 

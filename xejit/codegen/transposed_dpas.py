@@ -135,25 +135,7 @@ class TransposedDpas:
                 return None
             if not isinstance(self.env[id(op.operands[3 + p])], ir.Value):
                 return None
-        return TPlan(sorted(accs), loads, k_blocks, a_rows, self._parity_pairs(b_loads, block_pos, a_rows))
-
-    @staticmethod
-    def _parity_pairs(b_loads: dict, block_pos: dict, a_rows: int) -> list:
-        """Accumulator pairs for the column-parity DPAS (``parity_dpas.py``): 16-bit B, one
-        8-row group of A (decode: the spread of A^T is shared by the tile's N / 16 pairs), and
-        loads of 4 or more 8-column blocks (with 2 the spread costs what the packing saves),
-        each block one chain of its own."""
-        pairs = []
-        for lb in b_loads.values():
-            n = len(lb.results)
-            if a_rows != 8 or lb.operands[0].type.dtype.bitwidth != 16 or n < 4 or n % 2:
-                return []
-            pos = [block_pos.get((id(lb), a)) for a in range(n)]
-            if None in pos:
-                return []
-            pairs += [(pos[2 * c], pos[2 * c + 1]) for c in range(n // 2)]
-        flat = [p for pr in pairs for p in pr]
-        return pairs if len(set(flat)) == len(flat) else []
+        return TPlan(sorted(accs), loads, k_blocks, a_rows, self.parity_pairs(b_loads, block_pos, a_rows))
 
     # -- pieces -----------------------------------------------------------------------------------
 
@@ -162,8 +144,9 @@ class TransposedDpas:
         (its own inverse): element e of lane l becomes element l of lane e, by broadcasts from
         lane e and a select of the lane's own. (Three butterfly stages with shuffles by l ^ d
         made IGC spill twice as much.)"""
-        if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
-            return v       # a splat is its own transpose
+        if isinstance(v, ir.Constant) and (v.constant is None or isinstance(v.constant, list)
+                                           and len({str(c) for c in v.constant}) == 1):
+            return v       # a splat (or zeroinitializer) is its own transpose
         b = self.b
         kind = "f32" if v.type.element == bi.F32 else "i32"
         elems = [b.extract_element(v, I32(k)) for k in range(8)]

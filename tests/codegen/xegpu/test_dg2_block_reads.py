@@ -71,6 +71,13 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     pytest.param("i8", (256, 64, 512), (300, 64, 1536), marks=pytest.mark.slow),
     ("i8", (256, 64, 128), (256, 72, 384)),
     ("f16", (8, 128, 32), (5, 200, 72)),      # decode, two K-blocks, B^T packed per subgroup
+    # decode 8x32 tiles: B unpacked, DPAS by column parity (parity_dpas.py). BK=32 in bounds over
+    # several k-steps; odd N (B rows not 4-byte aligned: per element in the cold version) with
+    # odd K and an M edge; an N edge splitting a pair of column blocks; bf16
+    ("f16", (8, 256, 32), (8, 512, 128)),
+    ("f16", (8, 256, 32), (5, 301, 75)),
+    ("f16", (8, 256, 16), (7, 264, 48)),
+    ("bf16", (8, 256, 16), (8, 256, 64)),
 ])
 def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     M, N, K = shape
