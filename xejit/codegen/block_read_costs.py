@@ -45,13 +45,14 @@ BARRIER = 5
 
 def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_n: int,
                 col_b: bool, staged_words: Optional[int] = None) -> dict[str, int]:
-    """Per k-step of a subgroup's ``sm x sn`` tile: ``dpas_per_kstep``, ``loads_per_kstep``
-    (messages, two instructions each: send and address) and ``other_per_kstep`` (packing,
-    barrier, loop control). ``staged_words``: B staged in SLM with that many words a work item."""
+    """Per k-step of a subgroup's ``sm x sn`` tile: ``dpas_per_kstep`` (the tile's work in
+    DPAS), ``loads_per_kstep`` (messages, two instructions each: send and address),
+    ``other_per_kstep`` (packing, spread, DPAS beyond the work, barrier, loop control) and
+    ``dpas_issued_per_kstep`` (what the k-loop issues: twice the work by column parity). ``staged_words``: B staged in SLM with that many words a work item."""
     kb = BK // k                       # DPAS K-blocks a step (32 bytes of K each)
     mblocks, nblocks = -(-sm // dpas_m), sn // dpas_n
     dpas = mblocks * nblocks * kb
-    other = LOOP_CONTROL
+    other, issued = LOOP_CONTROL, dpas
     if col_b:                          # A: a block read per row and K-block; B: lane rows
         loads = sm * kb + nblocks * kb
     else:
@@ -66,7 +67,9 @@ def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_
             # K-block at one instruction each
             loads += nblocks * kb
             other += dpas + SPREAD_PER_KBLOCK * kb
+            issued = 2 * dpas
         else:
             loads += v * -(-nblocks // B_ROW_BLOCKS) * kb
             other += 8 * nblocks * kb * PACK_PER_WORD[bits]     # 8 words a B^T operand
-    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads, "other_per_kstep": other}
+    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads, "other_per_kstep": other,
+            "dpas_issued_per_kstep": issued}
