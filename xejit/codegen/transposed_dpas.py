@@ -261,23 +261,29 @@ class TransposedDpas:
             even = b.or_(b.and_(w0, lo16), b.shl(w1, sh))
             odd = b.or_(b.lshr(w0, sh), b.and_(w1, hi16))
             return b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, 8), [0, 4, 1, 5, 2, 6, 3, 7]))
-        # 8-bit: word r = 4j + q takes byte q of word j of each of the four rows, row t to byte t
-        # (byte shufflevectors cost 143 moves for 8 packed registers, int8 87 instr/DPAS)
+        # 8-bit: word r = 4j + q takes byte q of word j of each of the four rows, row t to byte t:
+        # a 4x4 byte transpose in two butterfly stages (bytes of row pairs, then 16-bit halves),
+        # a shift and a bfn a register each (byte shufflevectors cost 143 moves for 8 packed
+        # registers; four masked shifts per byte about 7.5 a register: int8 8x32 decode 66.25
+        # instructions per DPAS)
         v2 = ir.VectorType(I32, 2)
         ws = [b.bitcast(c, v2) for c in cols]
 
         def c2(x: int) -> ir.Constant:
             return ir.Constant(v2, [x - (1 << 32) if x >= 1 << 31 else x] * 2)
-        outs = []
-        for q in range(4):
-            acc = None
-            for t in range(4):
-                x = ws[t] if t == q else b.shl(ws[t], c2(8 * (t - q))) if t > q else b.lshr(ws[t], c2(8 * (q - t)))
-                x = b.and_(x, c2(0xFF << (8 * t)))
-                acc = x if acc is None else b.or_(acc, x)
-            outs.append(acc)
-        mask4 = ir.Constant(ir.VectorType(I32, 4), [0, 2, 1, 3])
-        s01, s23 = b.shuffle_vector(outs[0], outs[1], mask4), b.shuffle_vector(outs[2], outs[3], mask4)
+
+        def merge(x, y, mask: int) -> ir.Value:        # x's bits under mask, y's elsewhere
+            return b.or_(b.and_(x, c2(mask)), b.and_(y, c2(~mask & 0xFFFFFFFF)))
+        # (lo, hi) of rows (t, t+1): bytes [t.b0, t+1.b0, t.b2, t+1.b2], [t.b1, t+1.b1, t.b3, t+1.b3]
+        pairs = [(merge(ws[t], b.shl(ws[t + 1], c2(8)), 0x00FF00FF), merge(b.lshr(ws[t], c2(8)), ws[t + 1], 0x00FF00FF))
+                 for t in (0, 2)]
+        quads = []
+        for q in range(4):          # byte q of the four rows: the low (q even) / high half of pairs
+            x, y = pairs[0][q % 2], pairs[1][q % 2]
+            quads.append(merge(x, b.shl(y, c2(16)), 0xFFFF) if q < 2 else merge(b.lshr(x, c2(16)), y, 0xFFFF))
+        # quads[q] holds byte q of words j = 0, 1: word 4j + q
+        s01 = b.shuffle_vector(quads[0], quads[1], ir.Constant(ir.VectorType(I32, 4), [0, 2, 1, 3]))
+        s23 = b.shuffle_vector(quads[2], quads[3], ir.Constant(ir.VectorType(I32, 4), [0, 2, 1, 3]))
         return b.shuffle_vector(s01, s23, ir.Constant(ir.VectorType(I32, 8), [0, 1, 4, 5, 2, 3, 6, 7]))
 
     def transposed_slice(self, x) -> Optional[TSlice]:
