@@ -28,10 +28,14 @@ from .transposed_dpas import B_ROW_BLOCKS
 
 
 #: instructions per 32-bit word of B^T packed on registers, by element bits: 16-bit halves of
-#: two rows take a shift and a bfn a word (Intel's compiler's ISA); 8-bit quads about 8 (shifts,
-#: masks and ors over four rows: int8 decode 8x32 / 8x16 tiles 66.25 / 72.0 instructions per DPAS,
-#: of which loads, the DPAS and loop control are 6.5 / 8)
-PACK_PER_WORD = {16: 2, 8: 8}
+#: two rows take a shift and a bfn a word (Intel's compiler's ISA); 8-bit quads 5 (a two-stage
+#: byte transpose: Intel's compiler masks before each shift, an and, a shift and a bfn a word in
+#: the first stage, a shift and a bfn in the second; int8 decode 8x32 tiles 201 instructions a
+#: k-step, 160 of them packing 32 words; four masked shifts a byte took about 7.5)
+PACK_PER_WORD = {16: 2, 8: 5}
+#: the same for a work item's share of a staged panel (``slm_staging.py``: its own packing, 8-bit
+#: words by ``pack_word``, about 8 a word)
+SHARE_PACK_PER_WORD = {16: 2, 8: 8}
 
 #: A^T spread by column parity (``parity_dpas.py``): 2 halves of K x 2 parities x 8 registers, one
 #: instruction each (Intel's compiler's ISA, 8x256x16/8sg)
@@ -60,7 +64,7 @@ def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_
         loads = mblocks * kb           # A^T: a per-lane row load per 8 rows and K-block
         if staged_words:
             loads += nblocks * kb + v + 1      # B^T from SLM; the panel share's v rows, its store
-            other += staged_words * PACK_PER_WORD[bits] + BARRIER
+            other += staged_words * SHARE_PACK_PER_WORD[bits] + BARRIER
         elif column_parity(sm, nblocks, bits):
             # B unpacked (parity_dpas.py): a lane-row load per 16 columns and 8 rows of K; two
             # DPAS for each one's work (the extra one counted here); A^T spread, 32 registers a
