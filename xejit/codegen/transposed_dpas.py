@@ -144,8 +144,7 @@ class TransposedDpas:
         (its own inverse): element e of lane l becomes element l of lane e, by broadcasts from
         lane e and a select of the lane's own. (Three butterfly stages with shuffles by l ^ d
         made IGC spill twice as much.)"""
-        if isinstance(v, ir.Constant) and (v.constant is None or isinstance(v.constant, list)
-                                           and len({str(c) for c in v.constant}) == 1):
+        if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
             return v       # a splat (or zeroinitializer) is its own transpose
         b = self.b
         kind = "f32" if v.type.element == bi.F32 else "i32"
