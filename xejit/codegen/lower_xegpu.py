@@ -235,6 +235,12 @@ def _i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 # ----------------------------------------------------------------------------------------------
 
 
+def _is_splat(x) -> bool:
+    """A constant vector of one value (zeroinitializer included)."""
+    return isinstance(x, ir.Constant) and (x.constant is None or isinstance(x.constant, list)
+                                           and len({str(c) for c in x.constant}) == 1)
+
+
 class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, LoweringBase):
     """XeGPU IR (after lane distribution) -> one SPIR-V kernel in an llvmlite module."""
 
@@ -1138,7 +1144,7 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
                 # fewer chains (Intel's compiler puts a dummy DPAS and scoreboard syncs ahead of
                 # each): fp16 256x64x32/64sg 81 -> 76 instructions a step, int8 60 -> 55
                 v = 1 if role == "A" else 32 // t.dtype.bitwidth
-                for a, r in enumerate(op.results):
+                for r in op.results:
                     for g in range(t.shape[0] // (8 * v)):
                         s = TSlice(self.env[id(r)], g)
                         if role == "A":
@@ -1889,7 +1895,7 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
             self.env[id(v)] = self.transpose8(saved[id(v)])
         for pe, po in plan.pairs:       # column-parity accumulators (parity_dpas.py)
             ve, vo = op.operands[3 + pe], op.operands[3 + po]
-            if ve is not vo:            # (one splat init for both: its own split)
+            if not (_is_splat(self.env[id(ve)]) and _is_splat(self.env[id(vo)])):   # (a splat is its own split)
                 self.env[id(ve)], self.env[id(vo)] = parity_split(self.b, self.env[id(ve)], self.env[id(vo)])
         self.tplan, self.parity_pending = plan, {}
         try:
@@ -1906,14 +1912,15 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
         return results
 
     def _parity_inits_ok(self, op: Operation, plan) -> bool:
-        """The accumulators of each column-parity pair start from values of their own, or one
-        splat constant (its split is itself)."""
-        for pe, po in plan.pairs:
-            ve, vo = op.operands[3 + pe], op.operands[3 + po]
-            x = self.env[id(ve)]
-            if ve is vo and not (isinstance(x, ir.Constant) and (x.constant is None or isinstance(x.constant, list)
-                                 and len({str(c) for c in x.constant}) == 1)):
-                return False
+        """The column-parity accumulators start from values of their own, or splat constants
+        (their own split, shared or not): each init is split in place, once."""
+        seen: set = set()
+        for p in (p for pair in plan.pairs for p in pair):
+            v = op.operands[3 + p]
+            if not _is_splat(self.env[id(v)]):
+                if id(v) in seen:
+                    return False
+                seen.add(id(v))
         return True
 
     def loads_through_spirv_builtin(self, arg: Value) -> bool:
