@@ -50,6 +50,7 @@ from .errors import XejitError
 from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.block_read_costs import kstep_costs
+from .codegen.parity_dpas import column_parity
 from .codegen.intel_compiler import find_toolchain
 from .codegen.passes.blocking import operand_plan
 from .codegen.passes.layout_propagation import mma_layout
@@ -272,6 +273,13 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             # 128 B, BK=128 (8) and int8 BK=512 (16) build with 0 spill
             kw, kb = min(BK, 512 // a_t.bitwidth), min(BK, 32)
             extra = 2 * _share_words(t, BK, BN, nsg, b_t.bitwidth) * 4 * t.subgroup_size
+        elif t.block_io is None and t.dpas is not None and op_k and not col_b and \
+                column_parity(sm, sn // t.dpas.n, b_t.bitwidth):
+            # row-major B by column parity (codegen/parity_dpas.py): B's rows are read at their
+            # DPAS, one K-block's at a time, next to the A^T spread of that K-block (32 registers).
+            # acm-g10: 8x32 tiles build with 0 spill at BK=16 and 32 (32 + 16 + 32 + 32 = 112 of
+            # 112 registers at BK=32), 8x64 tiles spill 3 KB (168)
+            kb, extra = op_k, 32 * t.registers.bytes_each
         elif t.block_io is None and t.dpas is not None and t.registers is not None and op_k and (
                 (col_b and sm > t.dpas.max_m) or (not col_b and BK > op_k)):
             # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler
@@ -314,7 +322,9 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         out.update(registers=regs, register_limit=limit)
         if regs > limit:
             acc_r, a_r, b_r, x_r = (math.ceil(p / rf.bytes_each) for p in parts)
-            more = f", {'column-major B gathered' if col_b else 'B^T packed'}: {x_r}" if x_r else ""
+            spread = t.block_io is None and op_k and not col_b and column_parity(sm, sn // t.dpas.n, b_t.bitwidth)
+            what = "column-major B gathered" if col_b else "A^T spread" if spread else "B^T packed"
+            more = f", {what}: {x_r}" if x_r else ""
             problems.append(
                 f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{kl + ahead}: "
                 f"{a_r}, B {kbl + ahead}x{sn}: {b_r}{more}) but {t.name} leaves {limit} for tile data in grf_mode "

@@ -4,7 +4,9 @@ autotuner's perf model (``matmul._perf_model`` via ``autotuner.estimate_gemm``).
 The counts follow the lowering's plan of the fast k-loop version:
 
 * row-major B (``transposed_dpas.py``, C^T = B^T A^T): A^T is one per-lane row load per 8 rows of
-  A and K-block; B^T is either packed on registers from v = 32 / bits per-lane row loads per
+  A and K-block; 16-bit B of decode tiles (8 rows, 32 columns or more) is read unpacked, its DPAS
+  split by column parity (``parity_dpas.py``): a lane-row load per 16 columns and 8 rows of K,
+  twice the DPAS and the spread of A^T; otherwise B^T is either packed on registers from v = 32 / bits per-lane row loads per
   K-block and pair of 8-column array blocks (:data:`B_ROW_BLOCKS`), a :data:`PACK_PER_WORD`
   instructions per packed word, or -- B staged in SLM (``slm_staging.py``) -- one per-lane SLM load
   per 8 columns and K-block, plus the work item's share of the panel (v row loads, its q words
@@ -21,14 +23,23 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .parity_dpas import column_parity
 from .transposed_dpas import B_ROW_BLOCKS
 
 
 #: instructions per 32-bit word of B^T packed on registers, by element bits: 16-bit halves of
-#: two rows take a shift and a bfn a word (Intel's compiler's ISA); 8-bit quads about 8 (shifts,
-#: masks and ors over four rows: int8 decode 8x32 / 8x16 tiles 66.25 / 72.0 instructions per DPAS,
-#: of which loads, the DPAS and loop control are 6.5 / 8)
-PACK_PER_WORD = {16: 2, 8: 8}
+#: two rows take a shift and a bfn a word (Intel's compiler's ISA); 8-bit quads 5 (a two-stage
+#: byte transpose: Intel's compiler masks before each shift, an and, a shift and a bfn a word in
+#: the first stage, a shift and a bfn in the second; int8 decode 8x32 tiles 201 instructions a
+#: k-step, 160 of them packing 32 words; four masked shifts a byte took about 7.5)
+PACK_PER_WORD = {16: 2, 8: 5}
+#: the same for a work item's share of a staged panel (``slm_staging.py``: its own packing, 8-bit
+#: words by ``pack_word``, about 8 a word)
+SHARE_PACK_PER_WORD = {16: 2, 8: 8}
+
+#: A^T spread by column parity (``parity_dpas.py``): 2 halves of K x 2 parities x 8 registers, one
+#: instruction each (Intel's compiler's ISA, 8x256x16/8sg)
+SPREAD_PER_KBLOCK = 32
 
 #: instructions of a k-step's loop control (the counter, the compare, the branch, a column move)
 LOOP_CONTROL = 4
@@ -38,13 +49,14 @@ BARRIER = 5
 
 def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_n: int,
                 col_b: bool, staged_words: Optional[int] = None) -> dict[str, int]:
-    """Per k-step of a subgroup's ``sm x sn`` tile: ``dpas_per_kstep``, ``loads_per_kstep``
-    (messages, two instructions each: send and address) and ``other_per_kstep`` (packing,
-    barrier, loop control). ``staged_words``: B staged in SLM with that many words a work item."""
+    """Per k-step of a subgroup's ``sm x sn`` tile: ``dpas_per_kstep`` (the tile's work in
+    DPAS), ``loads_per_kstep`` (messages, two instructions each: send and address),
+    ``other_per_kstep`` (packing, spread, DPAS beyond the work, barrier, loop control) and
+    ``dpas_issued_per_kstep`` (what the k-loop issues: twice the work by column parity). ``staged_words``: B staged in SLM with that many words a work item."""
     kb = BK // k                       # DPAS K-blocks a step (32 bytes of K each)
     mblocks, nblocks = -(-sm // dpas_m), sn // dpas_n
     dpas = mblocks * nblocks * kb
-    other = LOOP_CONTROL
+    other, issued = LOOP_CONTROL, dpas
     if col_b:                          # A: a block read per row and K-block; B: lane rows
         loads = sm * kb + nblocks * kb
     else:
@@ -52,8 +64,16 @@ def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_
         loads = mblocks * kb           # A^T: a per-lane row load per 8 rows and K-block
         if staged_words:
             loads += nblocks * kb + v + 1      # B^T from SLM; the panel share's v rows, its store
-            other += staged_words * PACK_PER_WORD[bits] + BARRIER
+            other += staged_words * SHARE_PACK_PER_WORD[bits] + BARRIER
+        elif column_parity(sm, nblocks, bits):
+            # B unpacked (parity_dpas.py): a lane-row load per 16 columns and 8 rows of K; two
+            # DPAS for each one's work (the extra one counted here); A^T spread, 32 registers a
+            # K-block at one instruction each
+            loads += nblocks * kb
+            other += dpas + SPREAD_PER_KBLOCK * kb
+            issued = 2 * dpas
         else:
             loads += v * -(-nblocks // B_ROW_BLOCKS) * kb
             other += 8 * nblocks * kb * PACK_PER_WORD[bits]     # 8 words a B^T operand
-    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads, "other_per_kstep": other}
+    return {"dpas_per_kstep": dpas, "loads_per_kstep": loads, "other_per_kstep": other,
+            "dpas_issued_per_kstep": issued}

@@ -73,6 +73,7 @@ from . import builtins as bi
 from . import emulation as emu
 from .abi import kernel_abi
 from .block_reads import BlockReads, Words, words_count
+from .parity_dpas import ParityDpas, parity_join, parity_split
 from .slm_staging import SlmStaging
 from .transposed_dpas import TLoad, TransposedDpas, TSlice
 from .lowering_base import (LoweringBase, array_span, counted_loop, float_to_int, floor_divide, in_span,
@@ -234,7 +235,13 @@ def _i32(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
 # ----------------------------------------------------------------------------------------------
 
 
-class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
+def _is_splat(x) -> bool:
+    """A constant vector of one value (zeroinitializer included)."""
+    return isinstance(x, ir.Constant) and (x.constant is None or isinstance(x.constant, list)
+                                           and len({str(c) for c in x.constant}) == 1)
+
+
+class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, LoweringBase):
     """XeGPU IR (after lane distribution) -> one SPIR-V kernel in an llvmlite module."""
 
     def __init__(self, fn: Function, target: Target, emulate: bool, num_subgroups: int = 1,
@@ -1139,7 +1146,13 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                 v = 1 if role == "A" else 32 // t.dtype.bitwidth
                 for r in op.results:
                     for g in range(t.shape[0] // (8 * v)):
-                        (self.a_transposed if role == "A" else self.b_transposed)(TSlice(self.env[id(r)], g))
+                        s = TSlice(self.env[id(r)], g)
+                        if role == "A":
+                            self.a_transposed(s)
+                        elif not self.tplan.pairs or slm is not None:
+                            # (B rows by column parity are read at their DPAS: all of 8x32 tiles'
+                            # at BK=32 here spilled 864 B, 0 at the DPAS: parity_dpas.py)
+                            self.b_transposed(s)
             return
         many = sum(words_count(rt, self.sg) for rt in rtypes) >= _DEFERRED_WORDS
         if not td.reads_in_bounds and many and self.only_dpas_uses(op):
@@ -1702,6 +1715,9 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         ta = self.transposed_slice(self.env[id(op.operands[0])])
         if ta is not None:       # C^T += B^T A^T: B^T is the DPAS A operand (transposed_dpas.py)
             tb = self.transposed_slice(self.env[id(op.operands[1])])
+            if self.tplan.pairs and tb.load.slm is None:      # B unpacked, by column parity
+                self.parity_dpas(op, ta, tb, f)
+                return
             r = bi.call(b, f, [b.bitcast(self.b_transposed(tb), at), b.bitcast(self.a_transposed(ta), bt),
                                b.bitcast(self.env[id(op.operands[2])], ct)])
             self.env[id(op.result)] = b.bitcast(r, self.vec_ty(op.result.type))
@@ -1824,6 +1840,8 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         lb, ub, step = (self.env[id(v)] for v in op.operands[:3])
         plan = self.transposed_plan(op, reads)
         sp = self.slm_plan(op, reads, plan)
+        if plan is not None and plan.pairs and (sp is not None or not self._parity_inits_ok(op, plan)):
+            plan.pairs = []      # B staged in SLM is packed there
         ok = None
         for td, dr, dc in reads.values():
             # B staged in SLM: the workgroup's panels, one version for all its subgroups (barriers)
@@ -1843,7 +1861,7 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
                     counted = Counter(self.instructions)
                     # both versions take the DPAS in K-block order when B is staged (the cold
                     # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
-                    self.kb_order = sp is not None
+                    self.kb_order = sp is not None or bool(plan and plan.pairs)
                     if fast and sp is not None and counted32:
                         self._slm_reads = reads
                         self.slm_begin(sp, reads[sp.b_pos][0])
@@ -1875,15 +1893,35 @@ class XeGPULowering(SlmStaging, TransposedDpas, BlockReads, LoweringBase):
         saved = {id(v): self.env[id(v)] for v in inits}
         for v in inits:
             self.env[id(v)] = self.transpose8(saved[id(v)])
-        self.tplan = plan
+        for pe, po in plan.pairs:       # column-parity accumulators (parity_dpas.py)
+            ve, vo = op.operands[3 + pe], op.operands[3 + po]
+            if not (_is_splat(self.env[id(ve)]) and _is_splat(self.env[id(vo)])):   # (a splat is its own split)
+                self.env[id(ve)], self.env[id(vo)] = parity_split(self.b, self.env[id(ve)], self.env[id(vo)])
+        self.tplan, self.parity_pending = plan, {}
         try:
             results = self._lower_for(op, steps, reads_in_bounds={i: in_bounds for i in reads})
         finally:
             self.tplan = None
             self.env.update(saved)
+        if self.parity_pending:
+            raise CompilerError("a column-parity DPAS without its pair")
+        for pe, po in plan.pairs:
+            results[pe], results[po] = parity_join(self.b, results[pe], results[po])
         if in_bounds:
             self.instructions["k-loop computing C^T = B^T A^T (per-lane row loads)"] += 1
         return results
+
+    def _parity_inits_ok(self, op: Operation, plan) -> bool:
+        """The column-parity accumulators start from values of their own, or splat constants
+        (their own split, shared or not): each init is split in place, once."""
+        seen: set = set()
+        for p in (p for pair in plan.pairs for p in pair):
+            v = op.operands[3 + p]
+            if not _is_splat(self.env[id(v)]):
+                if id(v) in seen:
+                    return False
+                seen.add(id(v))
+        return True
 
     def loads_through_spirv_builtin(self, arg: Value) -> bool:
         """Some 2D block load of descriptor ``arg`` takes the Khronos builtin, whose payload IGC

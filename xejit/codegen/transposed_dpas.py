@@ -61,6 +61,9 @@ class TPlan:
     #: DPAS K-blocks per k-step (A's array blocks), rows of the tallest A load
     k_blocks: int = 1
     a_rows: int = 8
+    #: (even, odd) accumulator positions of B blocks 2c, 2c + 1 of one load: 16-bit row-major B
+    #: read unpacked, its DPAS split by column parity (``parity_dpas.py``); empty: packed B^T
+    pairs: list = field(default_factory=list)
 
 
 class TransposedDpas:
@@ -78,6 +81,7 @@ class TransposedDpas:
             return None
         loads, accs, chain = {}, set(), {id(o.result) for o in dpas}
         k_blocks, a_rows = 1, 8
+        root, block_pos, b_loads = {}, {}, {}
 
         def source(v, want: str):
             o = getattr(v, "op", None)
@@ -113,8 +117,16 @@ class TransposedDpas:
             loads[id(la)], loads[id(lb)] = "A", "B"
             if getattr(vc, "block", None) is body:
                 accs.add(args.index(vc))
+                root[id(d.result)] = args.index(vc)
             elif id(vc) not in chain:
                 return None
+            else:
+                root[id(d.result)] = root[id(vc)]
+            vb_whole = vb.op.operands[0] if vb.op.name == "vector.extract_strided_slice" else vb
+            blk = (id(lb), next(i for i, r in enumerate(lb.results) if r is vb_whole))
+            b_loads[id(lb)] = lb
+            if block_pos.setdefault(blk, root[id(d.result)]) != root[id(d.result)]:
+                block_pos[blk] = None
             if any(u.name not in ("xegpu.dpas", "scf.yield") or (u.name == "xegpu.dpas" and i != 2)
                    for u, i in d.result.uses):
                 return None
@@ -123,7 +135,7 @@ class TransposedDpas:
                 return None
             if not isinstance(self.env[id(op.operands[3 + p])], ir.Value):
                 return None
-        return TPlan(sorted(accs), loads, k_blocks, a_rows)
+        return TPlan(sorted(accs), loads, k_blocks, a_rows, self.parity_pairs(b_loads, block_pos, a_rows))
 
     # -- pieces -----------------------------------------------------------------------------------
 
@@ -133,7 +145,7 @@ class TransposedDpas:
         lane e and a select of the lane's own. (Three butterfly stages with shuffles by l ^ d
         made IGC spill twice as much.)"""
         if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
-            return v       # a splat is its own transpose
+            return v       # a splat (or zeroinitializer) is its own transpose
         b = self.b
         kind = "f32" if v.type.element == bi.F32 else "i32"
         elems = [b.extract_element(v, I32(k)) for k in range(8)]
@@ -248,23 +260,29 @@ class TransposedDpas:
             even = b.or_(b.and_(w0, lo16), b.shl(w1, sh))
             odd = b.or_(b.lshr(w0, sh), b.and_(w1, hi16))
             return b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, 8), [0, 4, 1, 5, 2, 6, 3, 7]))
-        # 8-bit: word r = 4j + q takes byte q of word j of each of the four rows, row t to byte t
-        # (byte shufflevectors cost 143 moves for 8 packed registers, int8 87 instr/DPAS)
+        # 8-bit: word r = 4j + q takes byte q of word j of each of the four rows, row t to byte t:
+        # a 4x4 byte transpose in two butterfly stages (bytes of row pairs, then 16-bit halves),
+        # a shift and a bfn a register each (byte shufflevectors cost 143 moves for 8 packed
+        # registers; four masked shifts per byte about 7.5 a register: int8 8x32 decode 66.25
+        # instructions per DPAS)
         v2 = ir.VectorType(I32, 2)
         ws = [b.bitcast(c, v2) for c in cols]
 
         def c2(x: int) -> ir.Constant:
             return ir.Constant(v2, [x - (1 << 32) if x >= 1 << 31 else x] * 2)
-        outs = []
-        for q in range(4):
-            acc = None
-            for t in range(4):
-                x = ws[t] if t == q else b.shl(ws[t], c2(8 * (t - q))) if t > q else b.lshr(ws[t], c2(8 * (q - t)))
-                x = b.and_(x, c2(0xFF << (8 * t)))
-                acc = x if acc is None else b.or_(acc, x)
-            outs.append(acc)
-        mask4 = ir.Constant(ir.VectorType(I32, 4), [0, 2, 1, 3])
-        s01, s23 = b.shuffle_vector(outs[0], outs[1], mask4), b.shuffle_vector(outs[2], outs[3], mask4)
+
+        def merge(x, y, mask: int) -> ir.Value:        # x's bits under mask, y's elsewhere
+            return b.or_(b.and_(x, c2(mask)), b.and_(y, c2(~mask & 0xFFFFFFFF)))
+        # (lo, hi) of rows (t, t+1): bytes [t.b0, t+1.b0, t.b2, t+1.b2], [t.b1, t+1.b1, t.b3, t+1.b3]
+        pairs = [(merge(ws[t], b.shl(ws[t + 1], c2(8)), 0x00FF00FF), merge(b.lshr(ws[t], c2(8)), ws[t + 1], 0x00FF00FF))
+                 for t in (0, 2)]
+        quads = []
+        for q in range(4):          # byte q of the four rows: the low (q even) / high half of pairs
+            x, y = pairs[0][q % 2], pairs[1][q % 2]
+            quads.append(merge(x, b.shl(y, c2(16)), 0xFFFF) if q < 2 else merge(b.lshr(x, c2(16)), y, 0xFFFF))
+        # quads[q] holds byte q of words j = 0, 1: word 4j + q
+        s01 = b.shuffle_vector(quads[0], quads[1], ir.Constant(ir.VectorType(I32, 4), [0, 2, 1, 3]))
+        s23 = b.shuffle_vector(quads[2], quads[3], ir.Constant(ir.VectorType(I32, 4), [0, 2, 1, 3]))
         return b.shuffle_vector(s01, s23, ir.Constant(ir.VectorType(I32, 8), [0, 1, 4, 5, 2, 3, 6, 7]))
 
     def transposed_slice(self, x) -> Optional[TSlice]:

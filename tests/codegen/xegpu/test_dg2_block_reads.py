@@ -76,6 +76,13 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     pytest.param("i8", (256, 64, 512), (300, 64, 1536), marks=pytest.mark.slow),
     ("i8", (256, 64, 128), (256, 72, 384)),
     ("f16", (8, 128, 32), (5, 200, 72)),      # decode, two K-blocks, B^T packed per subgroup
+    # decode 8x32 tiles: B unpacked, DPAS by column parity (parity_dpas.py). BK=32 in bounds over
+    # several k-steps; odd N (B rows not 4-byte aligned: per element in the cold version) with
+    # odd K and an M edge; an N edge splitting a pair of column blocks; bf16
+    ("f16", (8, 256, 32), (8, 512, 128)),
+    ("f16", (8, 256, 32), (5, 301, 75)),
+    ("f16", (8, 256, 16), (7, 264, 48)),
+    pytest.param("bf16", (8, 256, 16), (8, 256, 64), marks=pytest.mark.slow),   # ~11 s: fp16's path
 ])
 def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     M, N, K = shape
@@ -178,3 +185,37 @@ def test_b_panel_staged_in_slm_where_shared(dtype, tile, staged):
     ck = gemm_kernel.compile(a, b, a, c, 256, 256, 256, target="dg2", **cfg.kwargs, **kw,
                              num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
     assert any(k.startswith("SLM buffers") for k in ck.instructions) == staged, dict(ck.instructions)
+
+
+@xejit.kernel
+def _gemm_onto_c(a, b, c, M, N, K, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+    """c += a @ b: the k-loop's accumulators start from c's tile (not a splat)."""
+    m = xl.program_id(0) * BM
+    n = xl.program_id(1) * BN
+    ta = xl.init_tile(a, [m, 0], [BM, BK])
+    tb = xl.init_tile(b, [0, n], [BK, BN])
+    tc = xl.init_tile(c, [m, n], [BM, BN])
+    acc = xl.load_tile(tc)
+    for k in range(0, K, BK):
+        acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
+        ta = xl.update_tile_offset(ta, 0, BK)
+        tb = xl.update_tile_offset(tb, BK, 0)
+    xl.store_tile(tc, acc)
+
+
+@pytest.mark.parametrize("shape", [(8, 512, 64), (6, 264, 40)])
+def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
+    """Decode 8x32 tiles by column parity (parity_dpas.py) whose accumulators start from a
+    loaded tile: each pair of 8-column blocks is split into parity halves on the way into the
+    k-loop and joined on the way out (in bounds and with M / N edges and a K tail)."""
+    M, N, K = shape
+    rng = np.random.default_rng(M + N + K)
+    a, b = rand(rng, (M, K), "f16"), rand(rng, (K, N), "f16")
+    c0 = rng.standard_normal((M, N)).astype(np.float32)
+    kw = dict(BM=8, BN=256, BK=16, num_subgroups=8, num_stages=2)
+    ck = _gemm_onto_c.compile(a, b, c0, M, N, K, target="dg2", **kw)
+    assert ck.instructions.get("dpas (column parity: half the columns, 8 rows of K)"), dict(ck.instructions)
+    use_mode(monkeypatch, "dg2")
+    c = c0.copy()
+    _gemm_onto_c[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, c, M, N, K, **kw)
+    check(c, c0 + f64(a) @ f64(b), "f16", scale_by_max=True)
