@@ -1,5 +1,6 @@
-"""Skinny GEMMs (M <= 8, decode GEMV) on the CPU device take ``gemv_kernel`` (K split into
-slices, partial sums added on the host): results against float64 references, outputs poisoned."""
+"""Skinny GEMMs (M <= 8, decode GEMV) on the CPU device take ``gemv_kernel`` (N split into column
+panels, each over the whole K, the result copied out of a scratch buffer): results against
+float64 references, outputs poisoned; the kernel itself on ragged shapes and over its own b."""
 from __future__ import annotations
 
 import sys
@@ -9,8 +10,11 @@ import numpy as np
 import pytest
 
 import xejit
+import xejit.language as xl
 from tests.matmul.backend import heavy_on_device, requires_device
+from tests.helpers import check as check_array, f64, poisoned as poisoned_array, rand as rand_array
 from tests.matmul.helpers import check, poisoned, rand, reference
+from xejit.kernels.gemm import GEMV_TILES, gemv_kernel
 
 N, K = 300, 333      # K*N above the skinny threshold; not multiples of BN, BK or the K slice
 
@@ -37,6 +41,7 @@ def _result_dtype(dtype):
 CASES = [heavy_on_device(m, d, lib, act, core=(m, d) in {(1, "float32"), (8, "float32"), (3, "int8")})
          for m, d, lib, act in [(1, "float32", "numpy", None), (8, "float32", "numpy", "gelu_tanh"),
                                 (3, "int8", "numpy", "relu"), (2, "float16", "numpy", "relu"),
+                                (7, "float32", "numpy", "relu"),
                                 (5, "bfloat16", "torch", None), (1, "float32", "torch", "gelu_tanh")]]
 
 
@@ -111,3 +116,40 @@ def test_skinny_gemm_on_a_b_off_the_cache_lines(m, dtype, lib, offset, gemv_call
     xejit.matmul(a, b, out=out)
     assert gemv_calls == [(m, 1000, 1024)]
     check(out, reference(a, b), _result_dtype(dtype))
+
+
+@requires_device
+@pytest.mark.parametrize("m,n,k,width,n0,dtype", [(1, 301, 333, 64, 0, "f32"), (2, 300, 75, 96, 0, "f32"),
+                                                  (3, 129, 40, 64, -5, "f32"), (7, 100, 333, 48, 0, "f32"),
+                                                  (8, 301, 333, 128, -3, "f32"), (8, 77, 50, 32, 0, "i8"),
+                                                  (5, 200, 91, 256, 0, "f16")])
+def test_gemv_kernel_panels_and_tails(m, n, k, width, n0, dtype):
+    """gemv_kernel on its own: several column panels (the last one ragged), the first shifted
+    before column 0 (n0 < 0, masked), K not a multiple of BK, one and two row tiles (M = 7, 8)."""
+    rng = np.random.default_rng(m * 100 + n + k)
+    a, b = rand_array(rng, (m, k), dtype), rand_array(rng, (k, n), dtype)
+    is_int = dtype == "i8"
+    p = poisoned_array((m, n), "i32" if is_int else "f32")
+    bn, rb = GEMV_TILES[m]
+    gemv_kernel[(-(-(n - n0) // width),)](a, b, p, n, k, width, n0, BM=m, BN=bn, BK=8, RB=rb,
+                                           ACC=xl.int32 if is_int else xl.float32)
+    check_array(p, f64(a) @ f64(b), "int" if is_int else "f32", scale_by_max=True)
+
+
+@requires_device
+def test_gemv_kernel_over_its_own_b():
+    """p is b's first 8 rows (one program, one panel): two row tiles of 4 per step, each updated in
+    place, and the second tile's b rows include what the first one's stores wrote: the result
+    follows the kernel's program order (zero fill, then each tile reads and writes in turn)."""
+    rng = np.random.default_rng(12)
+    m, n, k, bk = 8, 48, 24, 8
+    a, mem = rand_array(rng, (m, k), "f32"), rand_array(rng, (k, n), "f32")
+    want, af = f64(mem), f64(a)
+    want[:m] = 0
+    for k0 in range(0, k, bk):
+        for c in range(0, n, 16):
+            for r in (0, 4):
+                want[r:r + 4, c:c + 16] += af[r:r + 4, k0:k0 + bk] @ want[k0:k0 + bk, c:c + 16]
+    bn, rb = GEMV_TILES[m]
+    gemv_kernel[(1,)](a, mem, mem[:m], n, k, n, 0, BM=m, BN=bn, BK=bk, RB=rb)
+    check_array(mem, want, "f32", scale_by_max=True)
