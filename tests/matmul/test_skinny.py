@@ -153,3 +153,13 @@ def test_gemv_kernel_over_its_own_b():
     bn, rb = GEMV_TILES[m]
     gemv_kernel[(1,)](a, mem, mem[:m], n, k, n, 0, BM=m, BN=bn, BK=bk, RB=rb)
     check_array(mem, want, "f32", scale_by_max=True)
+
+
+@pytest.mark.parametrize("m", [1, 2, 6, 8])
+def test_gemv_kernel_tiles_are_updated_in_place(m):
+    """Every GEMV_TILES tile is one register strip: each row tile's accumulator is updated in
+    place (M = 8: two row tiles)."""
+    a, b, p = np.ones((m, 64), np.float32), np.ones((64, 128), np.float32), np.ones((m, 128), np.float32)
+    bn, rb = GEMV_TILES[m]
+    counts = gemv_kernel.compile(a, b, p, 128, 64, 64, 0, BM=m, BN=bn, BK=8, RB=rb, target="generic").instructions
+    assert counts.get("tile_mma accumulator updated in place") == (2 if m > rb else 1)
