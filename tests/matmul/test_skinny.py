@@ -1,6 +1,6 @@
-"""Skinny GEMMs (M <= 8, decode GEMV) on the CPU device take ``gemv_kernel`` (N split into column
-panels, each over the whole K, the result copied out of a scratch buffer): results against
-float64 references, outputs poisoned; the kernel itself on ragged shapes and over its own b."""
+"""Skinny GEMMs (M <= 8, decode GEMV) on the CPU device take ``gemv_kernel`` (K split into
+slices, partial sums added on the host): results against float64 references, outputs poisoned;
+the kernel itself on ragged slices and panels and over its own b."""
 from __future__ import annotations
 
 import sys
@@ -119,28 +119,33 @@ def test_skinny_gemm_on_a_b_off_the_cache_lines(m, dtype, lib, offset, gemv_call
 
 
 @requires_device
-@pytest.mark.parametrize("m,n,k,width,n0,dtype", [(1, 301, 333, 64, 0, "f32"), (2, 300, 75, 96, 0, "f32"),
-                                                  (3, 129, 40, 64, -5, "f32"), (7, 100, 333, 48, 0, "f32"),
-                                                  (8, 301, 333, 128, -3, "f32"), (8, 77, 50, 32, 0, "i8"),
-                                                  (5, 200, 91, 256, 0, "f16")])
-def test_gemv_kernel_panels_and_tails(m, n, k, width, n0, dtype):
-    """gemv_kernel on its own: several column panels (the last one ragged), the first shifted
-    before column 0 (n0 < 0, masked), K not a multiple of BK, one and two row tiles (M = 7, 8)."""
+@pytest.mark.parametrize("m,n,k,slices,width,n0,dtype", [
+    (1, 301, 333, 3, 64, 0, "f32"), (2, 300, 75, 1, 96, 0, "f32"), (3, 129, 40, 2, 64, -5, "f32"),
+    (7, 100, 333, 4, 48, 0, "f32"), (8, 301, 333, 1, 128, -3, "f32"), (8, 77, 50, 2, 32, 0, "i8"),
+    (5, 200, 91, 1, 256, 0, "f16")])
+def test_gemv_kernel_slices_panels_and_tails(m, n, k, slices, width, n0, dtype):
+    """gemv_kernel on its own: K slices (the last one ragged) times column panels (the last one
+    ragged, the first shifted before column 0 when n0 < 0, masked), K not a multiple of BK, one
+    and two row tiles (M = 7, 8); the slices' blocks added here."""
     rng = np.random.default_rng(m * 100 + n + k)
     a, b = rand_array(rng, (m, k), dtype), rand_array(rng, (k, n), dtype)
     is_int = dtype == "i8"
-    p = poisoned_array((m, n), "i32" if is_int else "f32")
+    p = poisoned_array((slices * m, n), "i32" if is_int else "f32")
     bn, rb = GEMV_TILES[m]
-    gemv_kernel[(-(-(n - n0) // width),)](a, b, p, n, k, width, n0, BM=m, BN=bn, BK=8, RB=rb,
-                                           ACC=xl.int32 if is_int else xl.float32)
-    check_array(p, f64(a) @ f64(b), "int" if is_int else "f32", scale_by_max=True)
+    ks = -(-k // slices // 8) * 8
+    assert -(-k // ks) == slices
+    gemv_kernel[(slices, -(-(n - n0) // width))](a, b, p, n, k, ks, width, n0, BM=m, BN=bn, BK=8, RB=rb,
+                                                 ACC=xl.int32 if is_int else xl.float32)
+    got = f64(p).reshape(slices, m, n).sum(axis=0)
+    check_array(got, f64(a) @ f64(b), "int" if is_int else "f32", scale_by_max=True)
 
 
 @requires_device
 def test_gemv_kernel_over_its_own_b():
-    """p is b's first 8 rows (one program, one panel): two row tiles of 4 per step, each updated in
-    place, and the second tile's b rows include what the first one's stores wrote: the result
-    follows the kernel's program order (zero fill, then each tile reads and writes in turn)."""
+    """p is b's first 8 rows (one program: one slice, one panel): two row tiles of 4 per step,
+    each updated in place, and the second tile's b rows include what the first one's stores
+    wrote: the result follows the kernel's program order (zero fill, then each tile reads and
+    writes in turn)."""
     rng = np.random.default_rng(12)
     m, n, k, bk = 8, 48, 24, 8
     a, mem = rand_array(rng, (m, k), "f32"), rand_array(rng, (k, n), "f32")
@@ -151,7 +156,7 @@ def test_gemv_kernel_over_its_own_b():
             for r in (0, 4):
                 want[r:r + 4, c:c + 16] += af[r:r + 4, k0:k0 + bk] @ want[k0:k0 + bk, c:c + 16]
     bn, rb = GEMV_TILES[m]
-    gemv_kernel[(1,)](a, mem, mem[:m], n, k, n, 0, BM=m, BN=bn, BK=bk, RB=rb)
+    gemv_kernel[(1, 1)](a, mem, mem[:m], n, k, k, n, 0, BM=m, BN=bn, BK=bk, RB=rb)
     check_array(mem, want, "f32", scale_by_max=True)
 
 
@@ -161,5 +166,5 @@ def test_gemv_kernel_tiles_are_updated_in_place(m):
     place (M = 8: two row tiles)."""
     a, b, p = np.ones((m, 64), np.float32), np.ones((64, 128), np.float32), np.ones((m, 128), np.float32)
     bn, rb = GEMV_TILES[m]
-    counts = gemv_kernel.compile(a, b, p, 128, 64, 64, 0, BM=m, BN=bn, BK=8, RB=rb, target="generic").instructions
+    counts = gemv_kernel.compile(a, b, p, 128, 64, 64, 64, 0, BM=m, BN=bn, BK=8, RB=rb, target="generic").instructions
     assert counts.get("tile_mma accumulator updated in place") == (2 if m > rb else 1)

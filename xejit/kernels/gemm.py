@@ -51,35 +51,38 @@ def gemm_kernel(a, b, bias, c, M, N, K,
 
 
 @xl.inline
-def _gemv_step(a, b, p, r, k, n, R: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
-    """p[r:r+R, n:n+BN] += a[r:r+R, k:k+BK] @ b[k:k+BK, n:n+BN], the accumulator updated in place."""
-    tp = xl.init_tile(p, [r, n], [R, BN])
+def _gemv_step(a, b, p, r, pr, k, n, R: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+    """p[pr+r : pr+r+R, n:n+BN] += a[r:r+R, k:k+BK] @ b[k:k+BK, n:n+BN], updated in place."""
+    tp = xl.init_tile(p, [pr + r, n], [R, BN])
     acc = xl.tile_mma(xl.load_tile(xl.init_tile(a, [r, k], [R, BK])),
                       xl.load_tile(xl.init_tile(b, [k, n], [BK, BN])), xl.load_tile(tp))
     xl.store_tile(tp, acc)
 
 
 @kernel
-def gemv_kernel(a, b, p, N, K, NP, N0, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
+def gemv_kernel(a, b, p, N, K, KS, NP, N0, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
                 RB: xl.constexpr, ACC: xl.constexpr = xl.float32):
-    """p[:, cols] = a @ b[:, cols] (a: BM rows) for program j's column panel cols = N0 + j*NP ..
-    N0 + j*NP + NP: the skinny-GEMM kernel (M <= 8, decode GEMV). Each program owns its panel
-    over the whole K (no partial sums, nothing for the host to add) and streams b's rows through
-    it BK at a time, adding into p's BM x NP panel (L1-resident) tile by tile in place. A tile is
-    RB (or BM - RB, BM <= 2 * RB) rows x BN columns, one register strip, which lower_generic
-    updates in place inside the mma's bounds test; with two row tiles the b tile's second read
+    """p[s*BM : s*BM+BM, cols] = a[:, ks] @ b[ks, cols] for program (s, j): K slice
+    ks = s*KS .. s*KS+KS, column panel cols = N0 + j*NP .. N0 + j*NP+NP. The skinny-GEMM kernel
+    (M = BM <= 8, decode GEMV): a program streams its slice of b's rows BK at a time through its
+    panel, adding into p's BM x NP block (L1/L2-resident) tile by tile in place; the caller sums
+    the K slices' blocks when there are several. A tile is RB (or BM - RB, BM <= 2 * RB) rows x
+    BN columns, one register strip, which lower_generic updates in place inside the mma's bounds
+    test (no accumulator live across a branch join); with two row tiles the b tile's second read
     comes from L1. ``N0`` (<= 0) is the first panel's start: the caller shifts the tiles so that
     b's rows are read in cache-line-aligned pieces when b is not (glibc's large allocations,
     numpy's, are 16 bytes past a line: every 64-byte row piece spanned two lines); the part of
     the first tile before column 0 is out of bounds (masked)."""
-    n0 = N0 + xl.program_id(0) * NP
+    k0 = xl.program_id(0) * KS
+    n0 = N0 + xl.program_id(1) * NP
+    pr = xl.program_id(0) * BM
     for n in range(n0, n0 + NP, BN):
-        xl.store_tile(xl.init_tile(p, [0, n], [BM, BN]), xl.zeros([BM, BN], ACC))
-    for k in range(0, K, BK):
+        xl.store_tile(xl.init_tile(p, [pr, n], [BM, BN]), xl.zeros([BM, BN], ACC))
+    for k in range(k0, k0 + KS, BK):
         for n in range(n0, n0 + NP, BN):
-            _gemv_step(a, b, p, 0, k, n, RB if BM > RB else BM, BN, BK)
+            _gemv_step(a, b, p, 0, pr, k, n, RB if BM > RB else BM, BN, BK)
             if BM > RB:
-                _gemv_step(a, b, p, RB, k, n, BM - RB, BN, BK)
+                _gemv_step(a, b, p, RB, pr, k, n, BM - RB, BN, BK)
 
 
 @kernel
@@ -280,15 +283,26 @@ _GENERIC_CONFIGS = [
 
 #: gemv_kernel on targets without DPAS (the CPU device), by M: (BN, RB) -- columns and rows of
 #: a tile, each one register strip (lower_generic's rows per strip: 1 row of 64 columns, 2 of 32,
-#: up to 6 of 16; 8 ymm of accumulators or more), so the accumulator is updated in place; M = 7
-#: and 8 take two row tiles (4 + 3, 4 + 4), reading the b tile twice, the second time from L1.
+#: up to 6 of 16), so the accumulator is updated in place; M = 7 and 8 take two row tiles (4 + 3,
+#: 4 + 4), reading the b tile twice, the second time from L1. Before, 8 x 16 was one tile of two
+#: strips, loaded and stored as a plain tile (accumulators spilled around its branches).
 GEMV_TILES = {1: (64, 1), 2: (32, 2), 3: (16, 3), 4: (16, 4), 5: (16, 5), 6: (16, 6), 7: (16, 4), 8: (16, 4)}
-#: rows of b per step: 8 row streams at b's pitch (16 at a power-of-two pitch share too few L1
-#: sets; 4 doubles the accumulator loads and stores per byte of b)
-GEMV_BK = 8
-#: column panels, one program each: GEMV_PANELS a core (the CPU device runs a program on one core)
+#: rows of b per step, by M: 8 row streams at b's pitch for M <= 2; 16 for the two-tile shapes
+#: (fewer accumulator loads and stores per FMA). gemv_kernel + host sum, 8 K slices, one process,
+#: rounds in rotating order, loaded VM (load 5-6; min / CPU ms per call): 8x2048x2048 BK 8
+#: 1.38-1.53 / 3.09-3.73, 16 1.34-1.47 / 3.07-3.63, 32 1.46 / 3.91; the 8 x 16 two-strip tile at
+#: BK 32 (the old kernel) 1.44-1.82 / 4.37-5.29.
+GEMV_BK = {1: 8, 2: 8, 3: 16, 4: 16, 5: 16, 6: 16, 7: 16, 8: 16}
+#: K slices and column panels (one program each): every program streams whole rows of b (8 KB
+#: at N = 2048), and 8 of them balance the two cores when other processes take one; the caller
+#: adds the slices. Column panels over the whole K (no host sum; GEMV_SLICES = 1, GEMV_PANELS = 2)
+#: were slower on the loaded VM, every program reading only its part of each row (rotating
+#: rounds, same process, min / CPU ms): 8x2048x2048 2 panels BK 16 1.62-1.80 / 3.27-4.15 against
+#: the 8 slices' 1.34-1.47 / 3.07-3.63; 1x2048x2048 0.56-0.62 / 1.30-1.71 against 0.54-0.60 /
+#: 1.19-1.58; 4 or 8 panels slower still (matmul, M=1: min 0.65 / 0.76 / 1.01 / 1.59 ms for 2 /
+#: 4 / 8 / 16 panels).
+GEMV_SLICES = 8
 GEMV_PANELS = 1
-#: the largest M that gemv_kernel takes
 GEMV_MAX_M = 8
 
 #: gemm_packed_kernel on targets without 2D block IO, fp32: the 6x16 microkernel over a packed
