@@ -299,10 +299,11 @@ GEMV_BK = {1: 8, 2: 8, 3: 16, 4: 16, 5: 16, 6: 16, 7: 16, 8: 16}
 #: were slower on the loaded VM, every program reading only its part of each row (rotating
 #: rounds, same process, min / CPU ms): 8x2048x2048 2 panels BK 16 1.62-1.80 / 3.27-4.15 against
 #: the 8 slices' 1.34-1.47 / 3.07-3.63; 1x2048x2048 0.56-0.62 / 1.30-1.71 against 0.54-0.60 /
-#: 1.19-1.58; 4 or 8 panels slower still (matmul, M=1: min 0.65 / 0.76 / 1.01 / 1.59 ms for 2 /
-#: 4 / 8 / 16 panels).
+#: 1.19-1.58; more panels slower still (xejit.matmul, M=1, one slice: min 0.65 / 0.76 / 1.01 /
+#: 1.59 ms with 2 / 4 / 8 / 16 panels).
 GEMV_SLICES = 8
 GEMV_PANELS = 1
+#: the largest M that gemv_kernel takes
 GEMV_MAX_M = 8
 
 #: gemm_packed_kernel on targets without 2D block IO, fp32: the 6x16 microkernel over a packed
