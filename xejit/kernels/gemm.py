@@ -285,7 +285,10 @@ _GENERIC_CONFIGS = [
 #: a tile, each one register strip (lower_generic's rows per strip: 1 row of 64 columns, 2 of 32,
 #: up to 6 of 16), so the accumulator is updated in place; M = 7 and 8 take two row tiles (4 + 3,
 #: 4 + 4), reading the b tile twice, the second time from L1. Before, 8 x 16 was one tile of two
-#: strips, loaded and stored as a plain tile (accumulators spilled around its branches).
+#: strips, loaded and stored as a plain tile (accumulators spilled around its branches), and tiles
+#: had M rounded up to a power of two rows, so for M = 3, 5, 6, 7 every tile was partly out of
+#: bounds and took the masked version (xejit.matmul 3 / 5 / 7 x 2048 x 2048, loaded VM, CPU ms per
+#: call: 10.4 / 11.3 / 10.5 -> 2.7 / 2.8 / 3.4).
 GEMV_TILES = {1: (64, 1), 2: (32, 2), 3: (16, 3), 4: (16, 4), 5: (16, 5), 6: (16, 6), 7: (16, 4), 8: (16, 4)}
 #: rows of b per step, by M: 8 row streams at b's pitch for M <= 2; 16 for the two-tile shapes
 #: (fewer accumulator loads and stores per FMA). gemv_kernel + host sum, 8 K slices, one process,
