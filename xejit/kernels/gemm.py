@@ -291,10 +291,11 @@ _GENERIC_CONFIGS = [
 #: call: 10.4 / 11.3 / 10.5 -> 2.7 / 2.8 / 3.4).
 GEMV_TILES = {1: (64, 1), 2: (32, 2), 3: (16, 3), 4: (16, 4), 5: (16, 5), 6: (16, 6), 7: (16, 4), 8: (16, 4)}
 #: rows of b per step, by M: 8 row streams at b's pitch for M <= 2; 16 for the two-tile shapes
-#: (fewer accumulator loads and stores per FMA). gemv_kernel + host sum, 8 K slices, one process,
-#: rounds in rotating order, loaded VM (load 5-6; min / CPU ms per call): 8x2048x2048 BK 8
-#: 1.38-1.53 / 3.09-3.73, 16 1.34-1.47 / 3.07-3.63, 32 1.46 / 3.91; the 8 x 16 two-strip tile at
-#: BK 32 (the old kernel) 1.44-1.82 / 4.37-5.29.
+#: (fewer accumulator loads and stores per FMA; equal to 8 within the noise). gemv_kernel + host
+#: sum, 8 K slices, one process, rounds interleaved, loaded VM (load 5-6; min / CPU ms per call):
+#: 8x2048x2048 BK 8 1.38-1.57 / 3.09-3.73, 16 1.34-1.61 / 3.07-3.63, 32 1.46 / 3.91; the 8 x 16
+#: two-strip tile at BK 32 (the old kernel) 1.53 / 3.87 when it does not run right after numpy
+#: (numpy's spinning threads slow whatever follows them: 1.44-1.95 / 4.4-6.0 there).
 GEMV_BK = {1: 8, 2: 8, 3: 16, 4: 16, 5: 16, 6: 16, 7: 16, 8: 16}
 #: K slices and column panels (one program each): every program streams whole rows of b (8 KB
 #: at N = 2048), and 8 of them balance the two cores when other processes take one; the caller
