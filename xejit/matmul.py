@@ -43,7 +43,7 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits
-from .kernels.gemm import (GEMV_BK, GEMV_BN, GEMV_MAX_M, GEMV_SLICES, PACKED_CONFIG, STRIP_L1_K, STRIP_MAX_K, STRIP_NC,
+from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIG, STRIP_L1_K, STRIP_MAX_K, STRIP_NC,
                            configs_for, convert_kernel, gemm_kernel, gemm_packed_kernel, gemm_strip_kernel,
                            gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
@@ -409,8 +409,8 @@ def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
     return True
 
 
-#: gemv_kernel shifts its column tiles onto b's cache lines for BM at least this. 8x2048x2048
-#: fp32, kernel alone, numpy b 16 bytes past a line, loaded VM (medians of 6 medians, one process):
+#: gemv_kernel shifts its column tiles onto b's cache lines for M (rounded up to a power of two)
+#: at least this (tiles of 16 columns). 8x2048x2048 fp32, kernel alone, numpy b 16 bytes past a line, loaded VM (medians of 6 medians, one process):
 #: no shift 2.79 ms, shifted 2.01 (min 1.86 vs 1.10); matmul with b copied to a 64-byte aligned
 #: buffer 0.99 ms against 1.58. At M=1 (BN=64, 33 tiles a row step) it measured 0.45 vs 0.47 ms:
 #: not worth the masked first tile of every row step.
@@ -452,22 +452,25 @@ _GEMV_P_GAP = 2048
 
 def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
     """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`: K in about
-    GEMV_SLICES slices, one program each, partial sums in a USM buffer, summed here (a few
-    hundred KB at most) and the epilogue applied in float64 (ints: in int32, as the kernel); with
-    no epilogue, summed into a numpy ``c`` of the accumulator's dtype directly."""
+    GEMV_SLICES slices times N in GEMV_PANELS column panels, one program each, the slices' sums
+    in a USM buffer placed away from b's page offsets, added here (a few hundred KB at most) with
+    the epilogue applied in float64 (ints: in int32, as the kernel); with no epilogue, added into
+    a numpy ``c`` of the accumulator's dtype directly."""
     M, K = a.shape
     N = b.shape[1]
-    bm = 1 << max(M - 1, 0).bit_length()
-    bk = GEMV_BK[bm]
+    bn, rb = GEMV_TILES[M]
+    bk = GEMV_BK[M]
     ks = cdiv(cdiv(K, GEMV_SLICES), bk) * bk
     slices = cdiv(K, ks)
+    n0 = _aligning_shift(b, 1 << max(M - 1, 0).bit_length())
+    width = cdiv(cdiv(N - n0, GEMV_PANELS), bn) * bn
     is_int = acc == xl.int32
     addr = _address(b)
-    p = _scratch("gemv", slices * bm, N, np.int32 if is_int else np.float32, pitch=N + _GEMV_P_PAD,
+    p = _scratch("gemv", slices * M, N, np.int32 if is_int else np.float32, pitch=N + _GEMV_P_PAD,
                  at=None if addr is None else (addr + _GEMV_P_GAP) % 4096)   # every element written
-    gemv_kernel[(slices,)](a, b, p, M, N, K, ks, _aligning_shift(b, bm), BM=bm, BN=GEMV_BN[bm], BK=bk,
-                           ACC=acc)
-    parts = p.reshape(slices, bm, N)[:, :M]
+    gemv_kernel[(slices, cdiv(N - n0, width))](a, b, p, N, K, ks, width, n0, BM=M, BN=bn, BK=bk, RB=rb,
+                                               ACC=acc)
+    parts = p.reshape(slices, M, N)
     if bias is None and activation is None and type(c) is np.ndarray and c.dtype == p.dtype:
         # straight into c in the kernel's accumulator type (fp32: the K-slices' partial sums are
         # added as the kernel adds its products; float64 and a copy cost ~15 us a call)

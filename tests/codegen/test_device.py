@@ -90,7 +90,7 @@ def test_large_tiles_loop_over_k_per_strip():
     32x32x32: CPU driver build 1.7 s, 67 s unrolled); the autotuner's configs stay unrolled."""
     from xejit.codegen.compiler import compile_kernel
     from xejit.codegen.lower_generic import MAX_UNROLLED_FMAS
-    from xejit.kernels.gemm import CONFIGS, GEMV_BK, GEMV_BN
+    from xejit.kernels.gemm import CONFIGS, GEMV_BK, GEMV_TILES
     x = np.zeros((64, 64), np.float32)
     ins = compile_kernel(matmul.compile_ir(x, x, x, 1, 1, 1, BM=32, BN=32, BK=32, num_subgroups=1),
                          "generic").instructions
@@ -101,7 +101,7 @@ def test_large_tiles_loop_over_k_per_strip():
     for c in CONFIGS["generic"]:
         kw = c.kwargs
         assert kw["BM"] // c.num_subgroups * kw["BK"] * -(-kw["BN"] // 16) <= MAX_UNROLLED_FMAS
-    assert all(bm * GEMV_BK[bm] * -(-bn // 16) <= MAX_UNROLLED_FMAS for bm, bn in GEMV_BN.items())
+    assert all(rb * GEMV_BK[m] * -(-bn // 16) <= MAX_UNROLLED_FMAS for m, (bn, rb) in GEMV_TILES.items())
 
 
 def test_accumulators_beyond_the_generic_limit_are_refused_up_front():

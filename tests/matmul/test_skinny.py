@@ -1,5 +1,6 @@
 """Skinny GEMMs (M <= 8, decode GEMV) on the CPU device take ``gemv_kernel`` (K split into
-slices, partial sums added on the host): results against float64 references, outputs poisoned."""
+slices, partial sums added on the host): results against float64 references, outputs poisoned;
+the kernel itself on ragged slices and panels and over its own b."""
 from __future__ import annotations
 
 import sys
@@ -9,8 +10,11 @@ import numpy as np
 import pytest
 
 import xejit
+import xejit.language as xl
 from tests.matmul.backend import heavy_on_device, requires_device
+from tests.helpers import check as check_array, f64, poisoned as poisoned_array, rand as rand_array
 from tests.matmul.helpers import check, poisoned, rand, reference
+from xejit.kernels.gemm import GEMV_TILES, gemv_kernel
 
 N, K = 300, 333      # K*N above the skinny threshold; not multiples of BN, BK or the K slice
 
@@ -37,6 +41,7 @@ def _result_dtype(dtype):
 CASES = [heavy_on_device(m, d, lib, act, core=(m, d) in {(1, "float32"), (8, "float32"), (3, "int8")})
          for m, d, lib, act in [(1, "float32", "numpy", None), (8, "float32", "numpy", "gelu_tanh"),
                                 (3, "int8", "numpy", "relu"), (2, "float16", "numpy", "relu"),
+                                (7, "float32", "numpy", "relu"),
                                 (5, "bfloat16", "torch", None), (1, "float32", "torch", "gelu_tanh")]]
 
 
@@ -111,3 +116,55 @@ def test_skinny_gemm_on_a_b_off_the_cache_lines(m, dtype, lib, offset, gemv_call
     xejit.matmul(a, b, out=out)
     assert gemv_calls == [(m, 1000, 1024)]
     check(out, reference(a, b), _result_dtype(dtype))
+
+
+@requires_device
+@pytest.mark.parametrize("m,n,k,slices,width,n0,dtype", [
+    (1, 301, 333, 3, 64, 0, "f32"), (2, 300, 75, 1, 96, 0, "f32"), (3, 129, 40, 2, 64, -5, "f32"),
+    (7, 100, 333, 4, 48, 0, "f32"), (8, 301, 333, 1, 128, -3, "f32"), (8, 77, 50, 2, 32, 0, "i8"),
+    (5, 200, 91, 1, 256, 0, "f16")])
+def test_gemv_kernel_slices_panels_and_tails(m, n, k, slices, width, n0, dtype):
+    """gemv_kernel on its own: K slices (the last one ragged) times column panels (the last one
+    ragged, the first shifted before column 0 when n0 < 0, masked), K not a multiple of BK, one
+    and two row tiles (M = 7, 8); the slices' blocks added here."""
+    rng = np.random.default_rng(m * 100 + n + k)
+    a, b = rand_array(rng, (m, k), dtype), rand_array(rng, (k, n), dtype)
+    is_int = dtype == "i8"
+    p = poisoned_array((slices * m, n), "i32" if is_int else "f32")
+    bn, rb = GEMV_TILES[m]
+    ks = -(-k // slices // 8) * 8
+    assert -(-k // ks) == slices
+    gemv_kernel[(slices, -(-(n - n0) // width))](a, b, p, n, k, ks, width, n0, BM=m, BN=bn, BK=8, RB=rb,
+                                                 ACC=xl.int32 if is_int else xl.float32)
+    got = f64(p).reshape(slices, m, n).sum(axis=0)
+    check_array(got, f64(a) @ f64(b), "int" if is_int else "f32", scale_by_max=True)
+
+
+@requires_device
+def test_gemv_kernel_over_its_own_b():
+    """p is b's first 8 rows (one program: one slice, one panel): two row tiles of 4 per step,
+    each updated in place, and the second tile's b rows include what the first one's stores
+    wrote: the result follows the kernel's program order (zero fill, then each tile reads and
+    writes in turn)."""
+    rng = np.random.default_rng(12)
+    m, n, k, bk = 8, 48, 24, 8
+    a, mem = rand_array(rng, (m, k), "f32"), rand_array(rng, (k, n), "f32")
+    want, af = f64(mem), f64(a)
+    want[:m] = 0
+    for k0 in range(0, k, bk):
+        for c in range(0, n, 16):
+            for r in (0, 4):
+                want[r:r + 4, c:c + 16] += af[r:r + 4, k0:k0 + bk] @ want[k0:k0 + bk, c:c + 16]
+    bn, rb = GEMV_TILES[m]
+    gemv_kernel[(1, 1)](a, mem, mem[:m], n, k, k, n, 0, BM=m, BN=bn, BK=bk, RB=rb)
+    check_array(mem, want, "f32", scale_by_max=True)
+
+
+@pytest.mark.parametrize("m", [1, 2, 6, 8])
+def test_gemv_kernel_tiles_are_updated_in_place(m):
+    """Every GEMV_TILES tile is one register strip: each row tile's accumulator is updated in
+    place (M = 8: two row tiles)."""
+    a, b, p = np.ones((m, 64), np.float32), np.ones((64, 128), np.float32), np.ones((m, 128), np.float32)
+    bn, rb = GEMV_TILES[m]
+    counts = gemv_kernel.compile(a, b, p, 128, 64, 64, 64, 0, BM=m, BN=bn, BK=8, RB=rb, target="generic").instructions
+    assert counts.get("tile_mma accumulator updated in place") == (2 if m > rb else 1)

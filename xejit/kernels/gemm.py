@@ -50,28 +50,39 @@ def gemm_kernel(a, b, bias, c, M, N, K,
     xl.store_tile(xl.init_tile(c, [m, n], [BM, BN]), acc.to(c.dtype))
 
 
+@xl.inline
+def _gemv_step(a, b, p, r, pr, k, n, R: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+    """p[pr+r : pr+r+R, n:n+BN] += a[r:r+R, k:k+BK] @ b[k:k+BK, n:n+BN], updated in place."""
+    tp = xl.init_tile(p, [pr + r, n], [R, BN])
+    acc = xl.tile_mma(xl.load_tile(xl.init_tile(a, [r, k], [R, BK])),
+                      xl.load_tile(xl.init_tile(b, [k, n], [BK, BN])), xl.load_tile(tp))
+    xl.store_tile(tp, acc)
+
+
 @kernel
-def gemv_kernel(a, b, p, M, N, K, KS, N0, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
-                ACC: xl.constexpr = xl.float32):
-    """p[s*BM : s*BM+BM, :] = a[:, s*KS : s*KS+KS] @ b[s*KS : s*KS+KS, :] for program s: the
-    skinny-GEMM kernel (M <= 8, decode GEMV). Each program streams whole rows of ``b`` -- BK rows
-    at a time, across all N columns -- and keeps its BM x N partial sums in ``p`` (L1/L2-resident),
-    so b is read as a few sequential streams instead of a BN-wide column panel over all K rows at
-    b's row pitch (a new page every row, few cache sets). The caller sums the K-slices of ``p``.
-    ``N0`` (<= 0) is the first column tile's start: the caller shifts the tiles so that b's rows
-    are read in cache-line-aligned pieces when b is not (glibc's large allocations, numpy's, are
-    16 bytes past a line: every 64-byte row piece spanned two lines); the part of the first tile
-    before column 0 is out of bounds (masked)."""
-    s = xl.program_id(0)
-    k0 = s * KS
-    for n in range(N0, N, BN):
-        xl.store_tile(xl.init_tile(p, [s * BM, n], [BM, BN]), xl.zeros([BM, BN], ACC))
+def gemv_kernel(a, b, p, N, K, KS, NP, N0, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
+                RB: xl.constexpr, ACC: xl.constexpr = xl.float32):
+    """p[s*BM : s*BM+BM, cols] = a[:, ks] @ b[ks, cols] for program (s, j): K slice
+    ks = s*KS .. s*KS+KS, column panel cols = N0 + j*NP .. N0 + j*NP+NP. The skinny-GEMM kernel
+    (M = BM <= 8, decode GEMV): a program streams its slice of b's rows BK at a time through its
+    panel, adding into p's BM x NP block (L1/L2-resident) tile by tile in place; the caller sums
+    the K slices' blocks when there are several. A tile is RB (or BM - RB, BM <= 2 * RB) rows x
+    BN columns, one register strip, which lower_generic updates in place inside the mma's bounds
+    test (no accumulator live across a branch join); with two row tiles the b tile's second read
+    comes from L1. ``N0`` (<= 0) is the first panel's start: the caller shifts the tiles so that
+    b's rows are read in cache-line-aligned pieces when b is not (glibc's large allocations,
+    numpy's, are 16 bytes past a line: every 64-byte row piece spanned two lines); the part of
+    the first tile before column 0 is out of bounds (masked)."""
+    k0 = xl.program_id(0) * KS
+    n0 = N0 + xl.program_id(1) * NP
+    pr = xl.program_id(0) * BM
+    for n in range(n0, n0 + NP, BN):
+        xl.store_tile(xl.init_tile(p, [pr, n], [BM, BN]), xl.zeros([BM, BN], ACC))
     for k in range(k0, k0 + KS, BK):
-        for n in range(N0, N, BN):
-            tp = xl.init_tile(p, [s * BM, n], [BM, BN])
-            acc = xl.tile_mma(xl.load_tile(xl.init_tile(a, [0, k], [BM, BK])),
-                              xl.load_tile(xl.init_tile(b, [k, n], [BK, BN])), xl.load_tile(tp))
-            xl.store_tile(tp, acc)
+        for n in range(n0, n0 + NP, BN):
+            _gemv_step(a, b, p, 0, pr, k, n, RB if BM > RB else BM, BN, BK)
+            if BM > RB:
+                _gemv_step(a, b, p, RB, pr, k, n, BM - RB, BN, BK)
 
 
 @kernel
@@ -271,33 +282,33 @@ _GENERIC_CONFIGS = [
     _c(1, 32, 8, 1, 1),
 ]
 
-#: gemv_kernel on targets without DPAS (the CPU device): 64 columns (4 16-lane groups, 8 ymm of
-#: accumulators per row) and 16-32 rows of b per step (GEMV_BK); K split into about ``GEMV_SLICES`` slices (one
-#: program each) so both cores get work and the partial sums stay small. 1x2048x2048 fp32, USM
-#: operands, min of 5 medians in one run (numpy 0.23 ms): BN,BK,slices 64,32,16 0.34 ms;
-#: 64,16,16 0.41; 64,32,32 0.38; 64,32,8 0.44; 32,32,16 0.52; the gemm_kernel's best (1x256x16)
-#: 0.65 and a BN-wide split-K panel kernel 0.47-0.63. 8x2048x2048 (numpy 0.93 ms): BN 16 1.08 ms,
-#: 32 1.20, 64 1.33 (8 rows of 64 columns spill the 16 AVX2 registers). Each builds in 1-3 s.
-#: Re-measured on the loaded VM (load 4-5, numpy operands, kernel alone; CPU ms per call and
-#: min-of-medians wall): M=1 BK 32 1.41 / 0.98-1.04 ms, 16 0.91 / 0.56-0.78, 8 0.90 / 0.44-0.72
-#: (32 rows at an 8 KB pitch are 32 streams in one L1 set); M=8 BK 32 3.46, 16 3.67.
-#: Again through xejit.matmul on numpy arrays, interleaved with numpy (load 7-8; wall median /
-#: CPU ms per call, two runs): M=1 BK,slices 16,16 0.87-1.15 / 1.17-1.59; 8,16 0.74-0.96 /
-#: 0.97-1.29; 8,8 0.74-0.92 / 0.90-1.22 (BN 128: 0.68-0.89 / 0.91-1.17); M=8 slices 8 3.24
-#: against 16 3.40 CPU ms, BK 16 4.2.
-#: With the partial sums updated in place when the tile is one register strip (lower_generic;
-#: BM x BN/16 x 2 ymm within 13: 1x64, 2x32, 4x16; 8x16 is two strips and keeps the plain load
-#: and store) and p half a page from b (matmul._GEMV_P_GAP), kernel alone, one runtime thread,
-#: min of 40-200 interleaved calls on the loaded VM (load 5-7; numpy one thread in the same
-#: runs): M=1 BK,BN 8,64 0.47 ms, 4,64 0.52, 16,64 0.60, 8,32 0.49 (numpy 0.45); M=2 8,32 0.70,
-#: 8,16 0.79, 32,64 (the old pick) 1.27 (numpy 1.61); M=4 32,16 1.02, 8,16 1.06, 8,32 1.63 (numpy 1.47); M=8
-#: 32,16 1.97, 16,16 2.13 (numpy 1.90).
-#: Rows of b per step, by BM (M rounded up to a power of two):
-GEMV_BK = {1: 8, 2: 8, 4: 32, 8: 32}
-#: BN by BM (M rounded up to a power of two)
-GEMV_BN = {1: 64, 2: 32, 4: 16, 8: 16}
+#: gemv_kernel on targets without DPAS (the CPU device), by M: (BN, RB) -- columns and rows of
+#: a tile, each one register strip (lower_generic's rows per strip: 1 row of 64 columns, 2 of 32,
+#: up to 6 of 16), so the accumulator is updated in place; M = 7 and 8 take two row tiles (4 + 3,
+#: 4 + 4), reading the b tile twice, the second time from L1. Before, 8 x 16 was one tile of two
+#: strips, loaded and stored as a plain tile (accumulators spilled around its branches), and tiles
+#: had M rounded up to a power of two rows, so for M = 3, 5, 6, 7 every tile was partly out of
+#: bounds and took the masked version (xejit.matmul 3 / 5 / 7 x 2048 x 2048, loaded VM, CPU ms per
+#: call: 10.4 / 11.3 / 10.5 -> 2.7 / 2.8 / 3.4).
+GEMV_TILES = {1: (64, 1), 2: (32, 2), 3: (16, 3), 4: (16, 4), 5: (16, 5), 6: (16, 6), 7: (16, 4), 8: (16, 4)}
+#: rows of b per step, by M: 8 row streams at b's pitch for M <= 2; 16 for the two-tile shapes
+#: (fewer accumulator loads and stores per FMA; equal to 8 within the noise). gemv_kernel + host
+#: sum, 8 K slices, one process, rounds interleaved, loaded VM (load 5-6; min / CPU ms per call):
+#: 8x2048x2048 BK 8 1.38-1.57 / 3.09-3.73, 16 1.34-1.61 / 3.07-3.63, 32 1.46 / 3.91; the 8 x 16
+#: two-strip tile at BK 32 (the old kernel) 1.53 / 3.87 when it does not run right after numpy
+#: (numpy's spinning threads slow whatever follows them: 1.44-1.95 / 4.4-6.0 there).
+GEMV_BK = {1: 8, 2: 8, 3: 16, 4: 16, 5: 16, 6: 16, 7: 16, 8: 16}
+#: K slices and column panels (one program each): every program streams whole rows of b (8 KB
+#: at N = 2048), and 8 of them balance the two cores when other processes take one; the caller
+#: adds the slices. Column panels over the whole K (no host sum; GEMV_SLICES = 1, GEMV_PANELS = 2)
+#: were slower on the loaded VM, every program reading only its part of each row (rotating
+#: rounds, same process, min / CPU ms): 8x2048x2048 2 panels BK 16 1.62-1.80 / 3.27-4.15 against
+#: the 8 slices' 1.34-1.47 / 3.07-3.63; 1x2048x2048 0.56-0.62 / 1.30-1.71 against 0.54-0.60 /
+#: 1.19-1.58; more panels slower still (xejit.matmul, M=1, one slice: min 0.65 / 0.76 / 1.01 /
+#: 1.59 ms with 2 / 4 / 8 / 16 panels).
 GEMV_SLICES = 8
-#: the largest M that gemv_kernel takes (its BM is M rounded up to a power of two)
+GEMV_PANELS = 1
+#: the largest M that gemv_kernel takes
 GEMV_MAX_M = 8
 
 #: gemm_packed_kernel on targets without 2D block IO, fp32: the 6x16 microkernel over a packed
