@@ -2117,13 +2117,7 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
         b.branch(header)
         b.position_at_end(exit_bb)
         if pairs:
-            ends = []
-            for p, y in zip(phis, first):
-                e = b.phi(p.type)
-                e.add_incoming(p, header)
-                e.add_incoming(y, mid)
-                ends.append(e)
-            carried = rebuilt(ends)
+            carried = rebuilt(join_phis(b, phis, header, first, mid))
         return carried
 
 
