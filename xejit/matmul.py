@@ -450,12 +450,9 @@ _GEMV_P_PAD = 16
 _GEMV_P_GAP = 2048
 
 
-def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
-    """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`: K in about
-    GEMV_SLICES slices times N in GEMV_PANELS column panels, one program each, the slices' sums
-    in a USM buffer placed away from b's page offsets, added here (a few hundred KB at most) with
-    the epilogue applied in float64 (ints: in int32, as the kernel); with no epilogue, added into
-    a numpy ``c`` of the accumulator's dtype directly."""
+def _gemv_partials(a: Any, b: Any, acc: Any) -> np.ndarray:
+    """Launch :func:`~xejit.kernels.gemm.gemv_kernel` (the part of :func:`_gemv` on the device):
+    the K slices' partial sums, [slices * M, N] in this thread's scratch buffer."""
     M, K = a.shape
     N = b.shape[1]
     bn, rb = GEMV_TILES[M]
@@ -464,13 +461,24 @@ def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -
     slices = cdiv(K, ks)
     n0 = _aligning_shift(b, 1 << max(M - 1, 0).bit_length())
     width = cdiv(cdiv(N - n0, GEMV_PANELS), bn) * bn
-    is_int = acc == xl.int32
     addr = _address(b)
-    p = _scratch("gemv", slices * M, N, np.int32 if is_int else np.float32, pitch=N + _GEMV_P_PAD,
+    p = _scratch("gemv", slices * M, N, np.int32 if acc == xl.int32 else np.float32, pitch=N + _GEMV_P_PAD,
                  at=None if addr is None else (addr + _GEMV_P_GAP) % 4096)   # every element written
     gemv_kernel[(slices, cdiv(N - n0, width))](a, b, p, N, K, ks, width, n0, BM=M, BN=bn, BK=bk, RB=rb,
                                                ACC=acc)
-    parts = p.reshape(slices, M, N)
+    return p
+
+
+def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
+    """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`: K in about
+    GEMV_SLICES slices times N in GEMV_PANELS column panels, one program each, the slices' sums
+    in a USM buffer placed away from b's page offsets, added here (a few hundred KB at most) with
+    the epilogue applied in float64 (ints: in int32, as the kernel); with no epilogue, added into
+    a numpy ``c`` of the accumulator's dtype directly."""
+    M, N = a.shape[0], b.shape[1]
+    is_int = acc == xl.int32
+    p = _gemv_partials(a, b, acc)
+    parts = p.reshape(-1, M, N)
     if bias is None and activation is None and type(c) is np.ndarray and c.dtype == p.dtype:
         # straight into c in the kernel's accumulator type (fp32: the K-slices' partial sums are
         # added as the kernel adds its products; float64 and a copy cost ~15 us a call)
