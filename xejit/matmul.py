@@ -412,8 +412,9 @@ def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
 #: gemv_kernel shifts its column tiles onto b's cache lines for M (rounded up to a power of two)
 #: at least this (tiles of 16 columns). 8x2048x2048 fp32, kernel alone, numpy b 16 bytes past a line, loaded VM (medians of 6 medians, one process):
 #: no shift 2.79 ms, shifted 2.01 (min 1.86 vs 1.10); matmul with b copied to a 64-byte aligned
-#: buffer 0.99 ms against 1.58. At M=1 (BN=64, 33 tiles a row step) it measured 0.45 vs 0.47 ms:
-#: not worth the masked first tile of every row step.
+#: buffer 0.99 ms against 1.58. At M=1 (then BN=64, 33 tiles a row step) it measured 0.45 vs 0.47
+#: ms, and with BN=32 the kernel's CPU per call took 1.67-1.82x OpenBLAS's on one core shifted,
+#: 1.01-1.12x not: not worth the masked first tile of every row step.
 _GEMV_ALIGN_MIN_BM = 4
 
 

@@ -290,7 +290,12 @@ _GENERIC_CONFIGS = [
 #: had M rounded up to a power of two rows, so for M = 3, 5, 6, 7 every tile was partly out of
 #: bounds and took the masked version (xejit.matmul 3 / 5 / 7 x 2048 x 2048, loaded VM, CPU ms per
 #: call: 10.4 / 11.3 / 10.5 -> 2.7 / 2.8 / 3.4).
-GEMV_TILES = {1: (64, 1), 2: (32, 2), 3: (16, 3), 4: (16, 4), 5: (16, 5), 6: (16, 6), 7: (16, 4), 8: (16, 4)}
+#: M = 1 takes 1 x 32 (1 x 64 before): the kernel's CPU time per call against OpenBLAS's sgemv in
+#: the same process, both on one pinned core (perf samples of the JIT code / of sgemv_kernel_4x8,
+#: 1x2048x2048, B 8 rows a step, loaded VM, 5-6 alternating runs each): 1.10-1.20x (mean 1.145)
+#: with 64 columns, 1.01-1.12x (mean 1.09) with 32; 16 columns 1.14x; 4 or 16 rows a step
+#: 1.19x / 1.42-1.50x; tiles shifted onto b's lines (numpy's b is 16 bytes past one) 1.67-1.82x.
+GEMV_TILES = {1: (32, 1), 2: (32, 2), 3: (16, 3), 4: (16, 4), 5: (16, 5), 6: (16, 6), 7: (16, 4), 8: (16, 4)}
 #: rows of b per step, by M: 8 row streams at b's pitch for M <= 2; 16 for the two-tile shapes
 #: (fewer accumulator loads and stores per FMA; equal to 8 within the noise). gemv_kernel + host
 #: sum, 8 K slices, one process, rounds interleaved, loaded VM (load 5-6; min / CPU ms per call):
