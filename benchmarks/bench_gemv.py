@@ -1,7 +1,8 @@
 """Skinny GEMMs (decode GEMV, small batches) on the CPU device against numpy, in one process.
 
 ``xejit.matmul(a, b)`` and numpy's ``a @ b`` on the same fp32 numpy operands, interleaved round
-by round (REPS calls of each per round), float64 error checked: per shape the median and best
+by round (REPS calls of each per round, each series after a --settle sleep of 0.2 s so that it does
+not start while the last series's runtime threads still spin), float64 error checked: per shape the median and best
 round of wall time per call, CPU milliseconds per call over the whole run (``time.process_time``:
 on a shared machine the figure that survives load better than wall time, but spinning runtime
 threads count in it, numpy's and the OpenCL runtime's alike) and the GB/s of ``b`` at the median.
@@ -44,7 +45,7 @@ def _thread_ticks() -> dict[str, int]:
     return out
 
 
-def measure(M: int, N: int, K: int, rounds: int, reps: int) -> dict:
+def measure(M: int, N: int, K: int, rounds: int, reps: int, settle: float = 0.2) -> dict:
     rng = np.random.default_rng(M * 7919 + N + K)
     a = rng.uniform(0.5, 1.5, (M, K)).astype(np.float32)
     b = rng.uniform(-1.0, 1.0, (K, N)).astype(np.float32)
@@ -58,6 +59,7 @@ def measure(M: int, N: int, K: int, rounds: int, reps: int) -> dict:
     ticks = {name: {} for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
+            time.sleep(settle)   # the previous series' spinning threads (OpenBLAS's, TBB's) go idle
             k0, p0, t0 = _thread_ticks(), time.process_time(), time.perf_counter()
             for _ in range(reps):
                 fn()
@@ -86,11 +88,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--K", type=int, default=2048)
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--reps", type=int, default=0, help="calls per round (default: ~60 ms of numpy work)")
+    ap.add_argument("--settle", type=float, default=0.2,
+                    help="seconds of sleep before each series: numpy's threads spin after its last call and "
+                         "slowed a series right after it by up to 1.5x")
     args = ap.parse_args(argv)
     rows = []
     for M in args.M:
         reps = args.reps or max(10, 400 // M)
-        r = measure(M, args.N, args.K, args.rounds, reps)
+        r = measure(M, args.N, args.K, args.rounds, reps, args.settle)
         x, k, n = r["xejit"], r["kernel"], r["numpy"]
         print(f"{M}x{args.N}x{args.K}: xejit {x['median_ms']:.3f} ms (best {x['best_ms']:.3f}, CPU {x['cpu_ms_per_call']:.3f}, "
               f"{x['b_gb_s']:.0f} GB/s) | kernel alone {k['median_ms']:.3f} (best {k['best_ms']:.3f}) | numpy "
