@@ -571,7 +571,7 @@ def _packed(a: Any, b: Any, c: Any) -> None:
         gemm_strip_kernel[(strips, cdiv(N, nc))](apt, bp, c32, M, N, K, kp, nc, BM=bm, BN=bn, BK=cfg["BK"])
     else:
         gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
-            apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
+            apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"])
     if c32 is not c:
         convert_kernel[(cdiv(M, 8),)](c32, c, N, BR=8, BC=64)
 

@@ -123,37 +123,43 @@ def convert_kernel(src, dst, N, BR: xl.constexpr, BC: xl.constexpr):
 
 @kernel
 def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
-                       BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
-                       PACKED_A: xl.constexpr = False):
-    """c[M, N] (fp32) = a @ b with b packed by ``pack_b_kernel``; GotoBLAS-style blocking: a
-    program owns an MC x NC block of c; for each KC-deep slice of k and each BN-wide panel of
-    b (KC x BN contiguous: stays in L1, no cache-set conflicts at power-of-two pitches) it runs
-    the BM x BN register microkernel over the MC rows (a's MC x KC block stays in L2), keeping
-    the partial sums in c. MC, NC, KC are runtime values so the loops are not unrolled.
-    ``PACKED_A``: ``a`` is the strip view made by ``pack_a_kernel`` (MC a multiple of BM): the
-    microkernel's A values are one contiguous stream instead of BM rows at a's pitch, which at
-    power-of-two pitches fall into the same L1 / L2 sets as each other and the b panel."""
+                       BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+    """c[M, N] (fp32) = a @ b for ``a`` the strip view of ``pack_a_kernel`` and ``bp`` the panels
+    of ``pack_b_kernel`` (both zero beyond K up to ``Kp``, a multiple of KC); GotoBLAS-style
+    blocking: a program owns an MC x NC block of c (MC a multiple of BM); for each KC-deep slice
+    of k and each BN-wide panel of b (KC x BN contiguous: stays in L1) it runs the BM x BN
+    register microkernel down the MC rows (a's MC x KC block stays in L2). MC, NC, KC are
+    runtime values so the loops are not unrolled. The microkernel starts from zeros and adds c
+    after its k loop: a tile of c loaded before the loop held every FMA of the slice behind the
+    load (c is the operand furthest away), and the first slice stores without reading c (no
+    zero fill)."""
     m0 = xl.program_id(0) * MC
     n0 = xl.program_id(1) * NC
+    s0 = xl.program_id(0) * (MC // BM)   # first strip of the block in a's strip view
     for jj in range(0, NC, BN):
+        prow = ((n0 + jj) // BN) * Kp
         for mi in range(0, MC, BM):
-            xl.store_tile(xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN]), xl.zeros([BM, BN], xl.float32))
-    for kc in range(0, K, KC):
+            ta = xl.init_tile(a, [0, (s0 + mi // BM) * Kp], [BM, BK])
+            tb = xl.init_tile(bp, [prow, 0], [BK, BN])
+            acc = xl.zeros([BM, BN], xl.float32)
+            for k in range(0, KC, BK):
+                acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
+                ta = xl.update_tile_offset(ta, 0, BK)
+                tb = xl.update_tile_offset(tb, BK, 0)
+            xl.store_tile(xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN]), acc)
+    for kc in range(KC, K, KC):
         for jj in range(0, NC, BN):
             prow = ((n0 + jj) // BN) * Kp + kc
             for mi in range(0, MC, BM):
-                tc = xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN])
-                acc = xl.load_tile(tc)
-                if PACKED_A:
-                    ta = xl.init_tile(a, [0, ((m0 + mi) // BM) * Kp + kc], [BM, BK])
-                else:
-                    ta = xl.init_tile(a, [m0 + mi, kc], [BM, BK])
+                ta = xl.init_tile(a, [0, (s0 + mi // BM) * Kp + kc], [BM, BK])
                 tb = xl.init_tile(bp, [prow, 0], [BK, BN])
+                acc = xl.zeros([BM, BN], xl.float32)
                 for k in range(0, KC, BK):
                     acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
                     ta = xl.update_tile_offset(ta, 0, BK)
                     tb = xl.update_tile_offset(tb, BK, 0)
-                xl.store_tile(tc, acc)
+                tc = xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN])
+                xl.store_tile(tc, acc + xl.load_tile(tc))
 
 
 @kernel
