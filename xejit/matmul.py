@@ -563,8 +563,8 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     strips = cdiv(M, bm) if strip else cdiv(M, cfg["MC"]) * (cfg["MC"] // bm)
     bp = _scratch("pack", panels * kp, bn, np.float32)
     apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
-    pack_b_kernel[(kp // cfg["BKP"],)](b, bp, N, kp, BKP=cfg["BKP"], BN=bn)
-    pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP"])
+    pack_b_kernel[(kp // cfg["BKP_B"],)](b, bp, N, kp, BKP=cfg["BKP_B"], BN=bn)
+    pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP_A"])
     c32 = c if _dtype_name(c) == "float32" else _scratch("pack_c", M, N, np.float32)
     if strip:
         nc = STRIP_NC[kp <= STRIP_L1_K]

@@ -326,7 +326,11 @@ GEMV_MAX_M = 8
 #: 48,512 72-74; 36,512 74; 96,256 63.7; 60,512 63.7; 192,256 64.0; KC 128 59, 384 56; BK 16
 #: 60.1, 32 63.3, 256 63.6 (at 96,256); b-only packing 42 GFLOP/s wall vs 63 with a packed too.
 #: 1024^3: 60-61 for every MC,NC above, the plain gemm_kernel 56.2, numpy 53.5.
-PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 256, "KC": 256, "BKP": 32}
+#: BKP_B rows of b per pack_b_kernel program, BKP_A columns of a per pack_a_kernel step. pack_b,
+#: kernel alone, 2 runtime threads, loaded VM (load 9; median / min ms of 31 rounds): 1024^2 BKP_B
+#: 16 2.01 / 1.40, 32 10.1 / 2.11 (8: 1.59 / 1.15, 64: 2.67 / 1.91 in a shorter run); 2048^2 24.2 /
+#: 15.8 against 28.3 / 20.0: 32 programs of 32 rows at b's pitch left a core idle for long stretches.
+PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 256, "KC": 256, "BKP_A": 32, "BKP_B": 16}
 
 #: gemm_strip_kernel (same packing, same microkernel, all of K in registers) for K up to
 #: STRIP_MAX_K (rounded up to BK); its NC by K: up to STRIP_L1_K the 6-row strip of a (24 KB)
