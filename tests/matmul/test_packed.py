@@ -78,18 +78,19 @@ def test_packed_path_skips_epilogues_and_int8(packed_calls):
 
 
 @requires_device
-@pytest.mark.parametrize("dtype,lib", [("float16", "numpy"), ("bfloat16", "torch")])
-def test_16_bit_floats_take_the_packed_kernel(dtype, lib, packed_calls):
+@pytest.mark.parametrize("dtype,lib,K", [("float16", "numpy", 270), ("bfloat16", "torch", 270),
+                                         ("float16", "numpy", 1100)])   # K-blocked (above STRIP_MAX_K)
+def test_16_bit_floats_take_the_packed_kernel(dtype, lib, K, packed_calls):
     """fp16 / bf16 operands are widened to fp32 by the packing; the sums go to an fp32 scratch c,
     rounded once into the 16-bit result (edges: M, N, K not multiples of the blocks)."""
     from xejit.autotuner import current_target
     from xejit.codegen.targets import get_target
-    rng = np.random.default_rng(len(dtype))
-    a, b = rand(rng, (100, 270), dtype, lib), rand(rng, (270, 90), dtype, lib)
+    rng = np.random.default_rng(len(dtype) + K)
+    a, b = rand(rng, (100, K), dtype, lib), rand(rng, (K, 90), dtype, lib)
     out = poisoned((100, 90), dtype, lib)
     xejit.matmul(a, b, out=out)
     check(out, reference(a, b), dtype)
-    expected = [] if get_target(current_target()).has_block_io else [((100, 270), (270, 90))]
+    expected = [] if get_target(current_target()).has_block_io else [((100, K), (K, 90))]
     assert [(tuple(x), tuple(y)) for x, y in packed_calls] == expected
 
 
