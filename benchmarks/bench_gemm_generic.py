@@ -3,6 +3,15 @@ per stage, cold and warm.
 
     python benchmarks/bench_gemm_generic.py [--sizes 512 1024 2048] [--reps 5]
         [--configs BM,BN,BK,NSG ...] [--bf16]
+    python benchmarks/bench_gemm_generic.py --matmul [--sizes 1024 2048] [--rounds 9]
+        [--strip-max-k K]
+
+``--matmul``: ``xejit.matmul`` (the packed path: pack_b, pack_a, the strip or K-blocked GEMM) on
+plain fp32 numpy operands against numpy's ``a @ b``, interleaved round by round in one process;
+per size the median wall ratio (numpy / xejit: >= 1 is at numpy's speed), the median of the
+per-round ratios, GFLOP per CPU-second of the process (``time.process_time``; less sensitive to
+other processes' load than wall time) and each kernel's share of the call. This is the
+one-command check of issue 15's fp32 GEMM figures (run it on a quiet machine).
 
 Every config at every size (plus its build time); GFLOP/s are medians of ``--reps`` runs after
 one warm-up, xejit then numpy back to back; operands live in USM shared memory (zero-copy for
@@ -22,8 +31,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+import xejit  # noqa: E402
 import xejit.jit  # noqa: E402
-from xejit import device_launch  # noqa: E402
+from xejit import device_launch, launch_plan  # noqa: E402
 from xejit.codegen.compiler import compile_kernel  # noqa: E402
 from xejit.runtime import build_program, usm  # noqa: E402
 from tests.kernels import matmul  # noqa: E402
@@ -73,13 +83,66 @@ def build_times(cfg, like):
     return t1 - t0, time.perf_counter() - t1
 
 
+def matmul_vs_numpy(sizes, rounds):
+    """The ``--matmul`` report (module docstring)."""
+    per_kernel = {}
+    launch = launch_plan.LaunchPlan.launch
+
+    def timed_launch(self, args, mems, grid):   # wall time of each launch (they are synchronous)
+        t = time.perf_counter()
+        ok = launch(self, args, mems, grid)
+        per_kernel[self.name] = per_kernel.get(self.name, 0.0) + time.perf_counter() - t
+        return ok
+    rng = np.random.default_rng(0)
+    print(f"xejit.matmul vs numpy a @ b, fp32, {rounds} interleaved rounds (medians)")
+    print(f"{'size':>6} {'xejit GF/s':>10} {'numpy GF/s':>10} {'ratio':>6} {'paired':>7} "
+          f"{'xejit GF/cpu-s':>14} {'numpy GF/cpu-s':>14} {'max rel err':>11}  kernel share of the call")
+    for n in sizes:
+        a = rng.standard_normal((n, n)).astype(np.float32)
+        b = rng.standard_normal((n, n)).astype(np.float32)
+        out = np.full((n, n), np.nan, np.float32)
+        xejit.matmul(a, b, out=out)   # builds, and warms the scratch buffers
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        err = float(np.abs(out - ref).max() / np.abs(ref).max())
+        wall = {"x": [], "n": []}
+        cpu = {"x": [], "n": []}
+        per_kernel.clear()
+        launch_plan.LaunchPlan.launch = timed_launch
+        try:
+            for _ in range(rounds):
+                for who, f in (("x", lambda: xejit.matmul(a, b, out=out)), ("n", lambda: a @ b)):
+                    time.sleep(0.2)   # let the other library's spinning threads sleep
+                    t, c = time.perf_counter(), time.process_time()
+                    f()
+                    wall[who].append(time.perf_counter() - t)
+                    cpu[who].append(time.process_time() - c)
+        finally:
+            launch_plan.LaunchPlan.launch = launch
+        gf = 2 * n ** 3 / 1e9
+        wx, wn = np.median(wall["x"]), np.median(wall["n"])
+        paired = np.median(np.array(wall["n"]) / np.array(wall["x"]))
+        share = ", ".join(f"{k} {v / sum(wall['x']) * 100:.0f}%" for k, v in per_kernel.items())
+        print(f"{n:>6} {gf / wx:>10.1f} {gf / wn:>10.1f} {wn / wx:>6.2f} {paired:>7.2f} "
+              f"{gf / np.median(cpu['x']):>14.1f} {gf / np.median(cpu['n']):>14.1f} {err:>11.1e}  {share}",
+              flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[512, 1024, 2048])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--configs", nargs="*", default=None, help="BM,BN,BK,num_subgroups ...")
     ap.add_argument("--bf16", action="store_true", help="also bf16 x bf16 -> f32 vs torch bf16")
+    ap.add_argument("--matmul", action="store_true", help="xejit.matmul vs numpy only (module docstring)")
+    ap.add_argument("--rounds", type=int, default=9, help="--matmul: interleaved rounds")
+    ap.add_argument("--strip-max-k", type=int, default=None,
+                    help="--matmul: override xejit.matmul's STRIP_MAX_K (strip kernel up to this K)")
     args = ap.parse_args()
+    if args.matmul:
+        if args.strip_max_k is not None:
+            sys.modules["xejit.matmul"].STRIP_MAX_K = args.strip_max_k
+        matmul_vs_numpy(args.sizes if "--sizes" in sys.argv else [1024, 2048], args.rounds)
+        return
     configs = [tuple(int(v) for v in c.split(",")) for c in args.configs] if args.configs else CONFIGS
     os.environ["XEJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="xejit-bench-")
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cpus; "

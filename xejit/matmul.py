@@ -43,7 +43,7 @@ from . import language as xl, options
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits
-from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIG, STRIP_L1_K, STRIP_MAX_K, STRIP_NC,
+from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIG, STRIP_MAX_K, STRIP_NC,
                            configs_for, convert_kernel, gemm_kernel, gemm_packed_kernel, gemm_strip_kernel,
                            gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
@@ -572,15 +572,15 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     strips = cdiv(M, bm) if strip else cdiv(M, cfg["MC"]) * (cfg["MC"] // bm)
     bp = _scratch("pack", panels * kp, bn, np.float32)
     apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
-    pack_b_kernel[(kp // cfg["BKP"],)](b, bp, N, kp, BKP=cfg["BKP"], BN=bn)
-    pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP"])
+    pack_b_kernel[(kp // cfg["BKP_B"],)](b, bp, N, kp, BKP=cfg["BKP_B"], BN=bn)
+    pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP_A"])
     c32 = c if _dtype_name(c) == "float32" else _scratch("pack_c", M, N, np.float32)
     if strip:
-        nc = STRIP_NC[kp <= STRIP_L1_K]
-        gemm_strip_kernel[(strips, cdiv(N, nc))](apt, bp, c32, M, N, K, kp, nc, BM=bm, BN=bn, BK=cfg["BK"])
+        gemm_strip_kernel[(strips, cdiv(N, STRIP_NC))](apt, bp, c32, M, N, K, kp, STRIP_NC, BM=bm, BN=bn,
+                                                        BK=cfg["BK"])
     else:
         gemm_packed_kernel[(cdiv(M, cfg["MC"]), cdiv(N, cfg["NC"]))](
-            apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"], PACKED_A=True)
+            apt, bp, c32, M, N, K, kp, cfg["MC"], cfg["NC"], kc, BM=bm, BN=bn, BK=cfg["BK"])
     if c32 is not c:
         convert_kernel[(cdiv(M, 8),)](c32, c, N, BR=8, BC=64)
 

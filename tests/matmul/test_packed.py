@@ -78,25 +78,27 @@ def test_packed_path_skips_epilogues_and_int8(packed_calls):
 
 
 @requires_device
-@pytest.mark.parametrize("dtype,lib", [("float16", "numpy"), ("bfloat16", "torch")])
-def test_16_bit_floats_take_the_packed_kernel(dtype, lib, packed_calls):
+@pytest.mark.parametrize("dtype,lib,K", [("float16", "numpy", 270), ("bfloat16", "torch", 270),
+                                         ("float16", "numpy", 1100)])   # K-blocked (above STRIP_MAX_K)
+def test_16_bit_floats_take_the_packed_kernel(dtype, lib, K, packed_calls):
     """fp16 / bf16 operands are widened to fp32 by the packing; the sums go to an fp32 scratch c,
     rounded once into the 16-bit result (edges: M, N, K not multiples of the blocks)."""
     from xejit.autotuner import current_target
     from xejit.codegen.targets import get_target
-    rng = np.random.default_rng(len(dtype))
-    a, b = rand(rng, (100, 270), dtype, lib), rand(rng, (270, 90), dtype, lib)
+    rng = np.random.default_rng(len(dtype) + K)
+    a, b = rand(rng, (100, K), dtype, lib), rand(rng, (K, 90), dtype, lib)
     out = poisoned((100, 90), dtype, lib)
     xejit.matmul(a, b, out=out)
     check(out, reference(a, b), dtype)
-    expected = [] if get_target(current_target()).has_block_io else [((100, 270), (270, 90))]
+    expected = [] if get_target(current_target()).has_block_io else [((100, K), (K, 90))]
     assert [(tuple(x), tuple(y)) for x, y in packed_calls] == expected
 
 
 @requires_device
 @pytest.mark.parametrize("M,N,K,max_k,kernel", [
-    (70, 80, 1100, 2048, "gemm_strip_kernel"),    # K above STRIP_L1_K: one 16-column panel per program
+    (70, 80, 1100, 2048, "gemm_strip_kernel"),    # the strip kernel over a long K (its tail past BK)
     (100, 90, 530, 256, "gemm_packed_kernel"),    # K above STRIP_MAX_K: K-blocked, c summed per slice
+    (70, 200, 1100, None, "gemm_packed_kernel"),  # the default STRIP_MAX_K; N past whole NC blocks
 ])
 def test_packed_kernel_by_k(M, N, K, max_k, kernel, packed_calls, packed_kernels, monkeypatch):
     """K up to STRIP_MAX_K sums all of K in registers (gemm_strip_kernel), longer K is blocked
@@ -105,7 +107,8 @@ def test_packed_kernel_by_k(M, N, K, max_k, kernel, packed_calls, packed_kernels
     from xejit.codegen.targets import get_target
     if get_target(current_target()).has_block_io:
         pytest.skip("the packed kernels are for targets without 2D block IO")
-    monkeypatch.setattr(xm, "STRIP_MAX_K", max_k)
+    if max_k is not None:
+        monkeypatch.setattr(xm, "STRIP_MAX_K", max_k)
     rng = np.random.default_rng(K)
     a, b = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
     out = poisoned((M, N), "float32", "numpy")

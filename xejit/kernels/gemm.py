@@ -123,37 +123,43 @@ def convert_kernel(src, dst, N, BR: xl.constexpr, BC: xl.constexpr):
 
 @kernel
 def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
-                       BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
-                       PACKED_A: xl.constexpr = False):
-    """c[M, N] (fp32) = a @ b with b packed by ``pack_b_kernel``; GotoBLAS-style blocking: a
-    program owns an MC x NC block of c; for each KC-deep slice of k and each BN-wide panel of
-    b (KC x BN contiguous: stays in L1, no cache-set conflicts at power-of-two pitches) it runs
-    the BM x BN register microkernel over the MC rows (a's MC x KC block stays in L2), keeping
-    the partial sums in c. MC, NC, KC are runtime values so the loops are not unrolled.
-    ``PACKED_A``: ``a`` is the strip view made by ``pack_a_kernel`` (MC a multiple of BM): the
-    microkernel's A values are one contiguous stream instead of BM rows at a's pitch, which at
-    power-of-two pitches fall into the same L1 / L2 sets as each other and the b panel."""
+                       BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+    """c[M, N] (fp32) = a @ b for ``a`` the strip view of ``pack_a_kernel`` and ``bp`` the panels
+    of ``pack_b_kernel`` (both zero beyond K up to ``Kp``, a multiple of KC); GotoBLAS-style
+    blocking: a program owns an MC x NC block of c (MC a multiple of BM); for each KC-deep slice
+    of k and each BN-wide panel of b (KC x BN contiguous: stays in L1) it runs the BM x BN
+    register microkernel down the MC rows (a's MC x KC block stays in L2). MC, NC, KC are
+    runtime values so the loops are not unrolled. The microkernel starts from zeros and adds c
+    after its k loop: a tile of c loaded before the loop held every FMA of the slice behind the
+    load (c is the operand furthest away), and the first slice stores without reading c (no
+    zero fill)."""
     m0 = xl.program_id(0) * MC
     n0 = xl.program_id(1) * NC
+    s0 = xl.program_id(0) * (MC // BM)   # first strip of the block in a's strip view
     for jj in range(0, NC, BN):
+        prow = ((n0 + jj) // BN) * Kp
         for mi in range(0, MC, BM):
-            xl.store_tile(xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN]), xl.zeros([BM, BN], xl.float32))
-    for kc in range(0, K, KC):
+            ta = xl.init_tile(a, [0, (s0 + mi // BM) * Kp], [BM, BK])
+            tb = xl.init_tile(bp, [prow, 0], [BK, BN])
+            acc = xl.zeros([BM, BN], xl.float32)
+            for k in range(0, KC, BK):
+                acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
+                ta = xl.update_tile_offset(ta, 0, BK)
+                tb = xl.update_tile_offset(tb, BK, 0)
+            xl.store_tile(xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN]), acc)
+    for kc in range(KC, K, KC):
         for jj in range(0, NC, BN):
             prow = ((n0 + jj) // BN) * Kp + kc
             for mi in range(0, MC, BM):
-                tc = xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN])
-                acc = xl.load_tile(tc)
-                if PACKED_A:
-                    ta = xl.init_tile(a, [0, ((m0 + mi) // BM) * Kp + kc], [BM, BK])
-                else:
-                    ta = xl.init_tile(a, [m0 + mi, kc], [BM, BK])
+                ta = xl.init_tile(a, [0, (s0 + mi // BM) * Kp + kc], [BM, BK])
                 tb = xl.init_tile(bp, [prow, 0], [BK, BN])
+                acc = xl.zeros([BM, BN], xl.float32)
                 for k in range(0, KC, BK):
                     acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
                     ta = xl.update_tile_offset(ta, 0, BK)
                     tb = xl.update_tile_offset(tb, BK, 0)
-                xl.store_tile(tc, acc)
+                tc = xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN])
+                xl.store_tile(tc, acc + xl.load_tile(tc))
 
 
 @kernel
@@ -317,27 +323,36 @@ GEMV_PANELS = 1
 GEMV_MAX_M = 8
 
 #: gemm_packed_kernel on targets without 2D block IO, fp32: the 6x16 microkernel over a packed
-#: 6-row A strip and a packed 16-column b panel (KC x 16: 16 KB in L1), c blocks of 48 x 256,
+#: 6-row A strip and a packed 16-column b panel (KC x 16: 16 KB in L1), c blocks of MC x NC,
 #: k slices of 256; BK = KC: one tile_mma per slice, so the in-bounds version is one tight loop
-#: over k (12 FMAs, 2 B loads, 6 broadcasts per step; MAX_UNROLLED_FMAS) with one bounds test
-#: per slice (BK must divide KC). fp32 2048^3, GFLOP per CPU-second of the process (load-
-#: independent on this shared 2-core VM; numpy 85-87 in the same runs): MC,NC 48,256 76.0;
-#: 48,512 72-74; 36,512 74; 96,256 63.7; 60,512 63.7; 192,256 64.0; KC 128 59, 384 56; BK 16
-#: 60.1, 32 63.3, 256 63.6 (at 96,256); b-only packing 42 GFLOP/s wall vs 63 with a packed too.
-#: 1024^3: 60-61 for every MC,NC above, the plain gemm_kernel 56.2, numpy 53.5.
-PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 256, "KC": 256, "BKP": 32}
+#: over k (12 FMAs, 2 B loads, 6 broadcasts per step, 24 instructions, no spill: the driver's
+#: assembly, CL_CONFIG_DUMP_ASM) with one bounds test per slice (BK must divide KC).
+#: Taken for K > STRIP_MAX_K. fp32 2048^3, kernel alone, GFLOP per CPU-second of the process,
+#: interleaved rounds, loaded VM (load 8-11), numpy in the same runs:
+#:   one runtime thread (CL_CONFIG_CPU_TBB_NUM_WORKERS=1, OPENBLAS_NUM_THREADS=1): MC,NC 48,256
+#:   68.7, 48,64 62.3, 48,128 60.5, gemm_strip_kernel (NC 16) 40.2, numpy 70.8 (earlier runs:
+#:   48,256 55.9-64.8 against the strip's 48.8-53.2);
+#:   two threads: 48,64 51.4-57.1, 48,256 46.6-50.9, the strip 52.6-55.8, numpy 56.9-58.3.
+#: NC 64 keeps four times as many programs (1376 at 2048^3) as NC 256, which the two threads of a
+#: loaded machine balance better. Where the strip kernel lost at K = 2048: its 6 x K strip of a
+#: (48 KB) does not fit the 32 KB L1 and is read from L3 for every 16-column panel (the strip
+#: kernel with one strip shared by all programs: 66.7 -> 39.4 GFLOP per CPU-second with real
+#: strips; with real panels only 61.1).
+#: BKP_B rows of b per pack_b_kernel program, BKP_A columns of a per pack_a_kernel step. pack_b,
+#: kernel alone, 2 runtime threads, loaded VM (load 9; median / min ms of 31 rounds): 1024^2 BKP_B
+#: 16 2.01 / 1.40, 32 10.1 / 2.11 (8: 1.59 / 1.15, 64: 2.67 / 1.91 in a shorter run); 2048^2 24.2 /
+#: 15.8 against 28.3 / 20.0: 32 programs of 32 rows at b's pitch left a core idle for long stretches.
+PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 64, "KC": 256, "BKP_A": 32, "BKP_B": 16}
 
-#: gemm_strip_kernel (same packing, same microkernel, all of K in registers) for K up to
-#: STRIP_MAX_K (rounded up to BK); its NC by K: up to STRIP_L1_K the 6-row strip of a (24 KB)
-#: stays in L1 across 256 columns of panels; above, one 16-column panel per program, so the
-#: programs that run one after another (consecutive strips) share the panel (K x 64 bytes) in L2
-#: while the strips stream. fp32, packing included, GFLOP per CPU-second, medians of interleaved
-#: rounds on the loaded VM (numpy in the same runs): 1024^3 packed kernel 65.6-72.2, strip NC 256
-#: 78.3, 64 74.4, 16 73.8 (numpy 51-53); 2048^3 packed 69.6-72.1, strip NC 256 65.6, 64 71.8-76.0,
-#: 32 73.7, 16 79.8 (numpy 83-85).
-STRIP_MAX_K = 2048
-STRIP_L1_K = 1024
-STRIP_NC = {True: 256, False: 16}   # by K <= STRIP_L1_K
+#: gemm_strip_kernel (same packing, same microkernel, all of K in registers, c stored once) for K
+#: up to STRIP_MAX_K (rounded up to BK), STRIP_NC columns per program: the 6-row strip of a (24 KB
+#: at K = 1024) stays in L1 across the panels. fp32 1024^3, packing included (xejit.matmul), one
+#: runtime thread, loaded VM, GFLOP per CPU-second: strip 53.8, gemm_packed_kernel 48x256 52.9,
+#: 48x128 53.0, numpy 74.4; kernel alone: strip NC 256 56.0, NC 16 51.4, packed 48x256 55.1. What
+#: it loses is the b panels streaming from L2/L3 (one strip and one panel shared by all
+#: programs 65.5, real panels 57.3, real strips 66.8, both real 54.7; numpy 63.8 in the same run).
+STRIP_MAX_K = 1024
+STRIP_NC = 256
 
 CONFIGS: dict[str, list[Config]] = {
     "pvc": _XE_CONFIGS,
