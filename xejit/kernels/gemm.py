@@ -242,6 +242,11 @@ _DG2_CONFIGS = [
     _c(64, 128, 16, 16, 2),
     _c(256, 128, 16, 64, 2),
     _c(128, 64, 16, 32, 2),     # fp16/bf16: 16x16 subgroup tiles
+    # 16x16 subgroup tiles, B shared by 32 subgroup rows (SLM): a panel's packing per DPAS is
+    # 2 instructions a word x BN / (2 x 512 work items) words / (BK / 4) DPAS = BN / 128, so BN=32
+    # halves BN=64's, and BK=256 halves the barrier and loop control a DPAS of BK=128
+    _c(512, 32, 256, 64, 2),    # fp16: the pick, 8 K-slices a barrier, 8 words a work item (int8: pruned, spills 128 B)
+    _c(512, 32, 512, 64, 2),    # int8: the pick, 16 K-blocks a barrier, 8 words a work item (fp16: spills 224 B)
     _c(256, 64, 128, 64, 2),    # 16x16 subgroup tiles, B shared by 16 subgroup rows (SLM), 4 K-slices a barrier
     _c(256, 64, 512, 64, 2),    # int8: 16 K-blocks a barrier, 16 words a work item (fp16: pruned)
     _c(256, 64, 256, 64, 2),    # int8: 8 K-blocks a barrier (fp16: 16 words a work item, pruned)
