@@ -227,9 +227,10 @@ _XE_CONFIGS = [
 # workgroup where subgroup rows share it: codegen/slm_staging.py). Measured with Intel's compiler
 # for acm-g10 (benchmarks/bench_device_code.py, 4096^3, hot k-loop instructions per DPAS, 0 spill
 # and 0 private memory): 16x16 subgroup tiles with B staged, several 32-row K-slices a barrier,
-# two k-steps an iteration: fp16 BK=128 4.88 (256x64x128/64sg, the autotuner's pick), BK=64 6.38
-# (one step an iteration), BK=32 7.25-8.81, BK=16 10.62, 16x8 16.0; int8 BK=512 4.95 (the pick: 16
-# words a work item, 64 KB of SLM), BK=256 5.36, BK=128 6.19, BK=32-64 8.5-14.25, 16x8 26.5. Not
+# two k-steps an iteration: fp16 512x32x256/64sg 4.15 (the autotuner's pick), 512x32x128 4.72,
+# 256x64x128 4.88, BK=64 6.38
+# (one step an iteration), BK=32 7.25-8.81, BK=16 10.62, 16x8 16.0; int8 512x32x512 4.44 (the pick),
+# 256x64x512 4.95 (16 words a work item, 64 KB of SLM), BK=256 5.36, BK=128 6.19, BK=32-64 8.5-14.25, 16x8 26.5. Not
 # staged: fp16/bf16 32x16 tiles with BK=16 9.25, decode 8x32 tiles 24.75, 8x16 tiles 30.0, BK=32
 # 26.5; int8 decode 66.25 (8x32) / 72.0 (configs with BK=16 are pruned for int8: K=32
 # per DPAS). 32x16 tiles with BK=32 spill; fp16 BK=256 (16 words a work item) spills 128 B and
