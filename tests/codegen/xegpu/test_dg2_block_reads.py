@@ -77,7 +77,7 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     ("i8", (256, 64, 128), (256, 72, 384)),
     # 32 subgroup rows share a 32-column panel (the 4096^3 picks' 512x32 workgroups): in-bounds and
     # edge workgroups (M and N), odd step count; the library's BK=256 / 512 take the same path
-    # with 8 / 16 K-blocks a barrier (slow)
+    # with 8 / 16 K-blocks a barrier (slow: about 2.5 min of CPU each, mostly the CPU device's build)
     ("f16", (512, 32, 32, 64), (520, 40, 96)),
     pytest.param("f16", (512, 32, 256), (512, 32, 512), marks=pytest.mark.slow),
     pytest.param("i8", (512, 32, 512), (520, 40, 1536), marks=pytest.mark.slow),
