@@ -329,6 +329,14 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
                 f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{kl + ahead}: "
                 f"{a_r}, B {kbl + ahead}x{sn}: {b_r}{more}) but {t.name} leaves {limit} for tile data in grf_mode "
                 f"{grf_mode!r} ({large or rf.count} less {rf.reserved} the compiler needs)")
+    if staged and b_t.bitwidth == 8 and op_k and _share_words(t, BK, BN, nsg, 8) == 4 and BK // op_k >= 8:
+        # a calibration, not read in the ISA: 8-bit panels of 4 words a work item (one 32-bit
+        # load of each of its 4 rows) with 8 K-blocks a step spill 128 B, a fill in the hot loop
+        # (int8 512x32x256/64sg, acm-g10, IGC 2.40; stored after the first K-slice as well);
+        # 4 words with 4 K-blocks (256x64x128/64sg) and 8 with 8 or 16 (256x64x256, 512x32x512)
+        # build with 0 spill
+        problems.append(f"an 8-bit B panel of 4 words a work item over {BK // op_k} K-blocks runs Intel's "
+                        f"compiler out of registers on {t.name} (calibrated: 128 B of spill)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)
         k = t.dpas.k_of(op_t) if op_t else None

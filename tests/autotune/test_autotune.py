@@ -198,18 +198,24 @@ def test_config_spaces_fit_their_targets_for_bf16(target):
     """Every config fits bf16 operands (with 2D block IO 32 rows of K are live per k-step: the
     128-deep k-steps fit too, and measure 0 spill in Intel's compiler); the 128-deep ones fit 8-bit
     operands as well (dg2's 8x256x32/8sg too: 16-bit B of its 8x32 tiles is read unpacked by
-    column parity, 0 spill; packed it spilled 736 B). dg2's 256- and 512-deep configs are for 8-bit operands (8 and 16 words a work
-    item): a 16-bit panel of 256 rows is staged (16 words a work item) but its share is too many
-    registers to pack (pruned: it spills 128 B), one of 512 rows is not staged (32 words), so the
-    whole k-step would be live (pruned)."""
+    column parity, 0 spill; packed it spilled 736 B). dg2's 256- and 512-deep configs are staged
+    in SLM and each fits 8- or 16-bit operands or both: a 16-bit panel with 8 words a work item
+    (512x32x256, the fp16 pick) fits, one of 16 words is too many registers to pack (pruned: it
+    spills 128-224 B), one of 32 words is not staged, so the whole k-step would be live (pruned);
+    8-bit panels fit except int8 512x32x256 (4 words a work item over 8 K-blocks: calibrated)."""
     for c in CONFIGS[target]:
         if target == "dg2" and c.kwargs["BK"] >= 256:
-            bk = c.kwargs["BK"]
-            est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], bk, c.num_subgroups, c.grf_mode, i8, i8, i32, i32)
-            assert est["problems"] == [] and est["slm_bytes"] == 2 * bk * c.kwargs["BN"], (c, est)
-            est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], bk, c.num_subgroups, c.grf_mode, bf16, bf16, bf16, f32)
-            assert est["slm_bytes"] == (2 * 2 * bk * c.kwargs["BN"] if bk == 256 else 0), (c, est)
-            assert any("registers" in p for p in est["problems"]), (c, est)
+            bm, bn, bk, nsg = c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups
+            e8 = estimate_gemm(target, bm, bn, bk, nsg, c.grf_mode, i8, i8, i32, i32)
+            e16 = estimate_gemm(target, bm, bn, bk, nsg, c.grf_mode, bf16, bf16, bf16, f32)
+            assert not (e8["problems"] and e16["problems"]), (c, e8, e16)
+            for e, size in ((e8, 1), (e16, 2)):
+                if e["problems"]:
+                    assert all("registers" in p for p in e["problems"]), (c, e)
+                else:
+                    assert e["slm_bytes"] == 2 * size * bk * bn, (c, e)
+            assert (not e16["problems"]) == (bk * bn // 2 // (nsg * 8) <= 8), (c, e16)
+            assert (not e8["problems"]) == ((bm, bn, bk, nsg) != (512, 32, 256, 64)), (c, e8)
             continue
         est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
                             c.grf_mode, bf16, bf16, bf16, f32)
@@ -244,12 +250,13 @@ def test_model_prunes_what_intels_compiler_spills(target):
 # (benchmarks/bench_device_code.py --targets dg2 --dtypes fp16 int8 --variants rowB colB): spill bytes.
 # Every other config with a whole number of DPAS K-blocks builds with 0 spill and 0 private memory.
 DG2_SPILLS = {
-    ("fp16", False): {(256, 64, 512, 64): 33408, (256, 64, 256, 64): 128},
+    ("fp16", False): {(256, 64, 512, 64): 33408, (256, 64, 256, 64): 128, (512, 32, 512, 64): 224},
     ("fp16", True): {(128, 128, 16, 32): 4928, (64, 128, 16, 16): 4928, (256, 128, 16, 64): 4928,
                      (256, 64, 128, 64): 8960, (256, 64, 512, 64): 34336, (256, 64, 256, 64): 17088,
-                     (256, 64, 64, 64): 5760},
-    ("int8", False): {},
-    ("int8", True): {(256, 64, 128, 64): 7296, (256, 64, 512, 64): 18304, (256, 64, 256, 64): 8416},
+                     (256, 64, 64, 64): 5760, (512, 32, 256, 64): 17088, (512, 32, 512, 64): 34336},
+    ("int8", False): {(512, 32, 256, 64): 128},     # calibrated in estimate_gemm (4 words a work item)
+    ("int8", True): {(256, 64, 128, 64): 7296, (256, 64, 512, 64): 18304, (256, 64, 256, 64): 8416,
+                     (512, 32, 256, 64): 8416, (512, 32, 512, 64): 18304},
 }
 
 

@@ -233,9 +233,10 @@ _XE_CONFIGS = [
 # workgroup where subgroup rows share it: codegen/slm_staging.py). Measured with Intel's compiler
 # for acm-g10 (benchmarks/bench_device_code.py, 4096^3, hot k-loop instructions per DPAS, 0 spill
 # and 0 private memory): 16x16 subgroup tiles with B staged, several 32-row K-slices a barrier,
-# two k-steps an iteration: fp16 BK=128 4.88 (256x64x128/64sg, the autotuner's pick), BK=64 6.38
-# (one step an iteration), BK=32 7.25-8.81, BK=16 10.62, 16x8 16.0; int8 BK=512 4.95 (the pick: 16
-# words a work item, 64 KB of SLM), BK=256 5.36, BK=128 6.19, BK=32-64 8.5-14.25, 16x8 26.5. Not
+# two k-steps an iteration: fp16 512x32x256/64sg 4.15 (the autotuner's pick), 512x32x128 4.72,
+# 256x64x128 4.88, BK=64 6.38
+# (one step an iteration), BK=32 7.25-8.81, BK=16 10.62, 16x8 16.0; int8 512x32x512 4.44 (the pick),
+# 256x64x512 4.95 (16 words a work item, 64 KB of SLM), BK=256 5.36, BK=128 6.19, BK=32-64 8.5-14.25, 16x8 26.5. Not
 # staged: fp16/bf16 32x16 tiles with BK=16 9.25, decode 8x32 tiles 24.75, 8x16 tiles 30.0, BK=32
 # 26.5; int8 decode 66.25 (8x32) / 72.0 (configs with BK=16 are pruned for int8: K=32
 # per DPAS). 32x16 tiles with BK=32 spill; fp16 BK=256 (16 words a work item) spills 128 B and
@@ -248,6 +249,11 @@ _DG2_CONFIGS = [
     _c(64, 128, 16, 16, 2),
     _c(256, 128, 16, 64, 2),
     _c(128, 64, 16, 32, 2),     # fp16/bf16: 16x16 subgroup tiles
+    # 16x16 subgroup tiles, B shared by 32 subgroup rows (SLM): a panel's packing per DPAS is
+    # 2 instructions a word x BN / (2 x 512 work items) words / (BK / 4) DPAS = BN / 128, so BN=32
+    # halves BN=64's, and BK=256 halves the barrier and loop control a DPAS of BK=128
+    _c(512, 32, 256, 64, 2),    # fp16: the pick, 8 K-slices a barrier, 8 words a work item (int8: pruned, spills 128 B)
+    _c(512, 32, 512, 64, 2),    # int8: the pick, 16 K-blocks a barrier, 8 words a work item (fp16: spills 224 B)
     _c(256, 64, 128, 64, 2),    # 16x16 subgroup tiles, B shared by 16 subgroup rows (SLM), 4 K-slices a barrier
     _c(256, 64, 512, 64, 2),    # int8: 16 K-blocks a barrier, 16 words a work item (fp16: pruned)
     _c(256, 64, 256, 64, 2),    # int8: 8 K-blocks a barrier (fp16: 16 words a work item, pruned)

@@ -75,6 +75,12 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     # 16 words a work item, odd step count, an M edge (~30 s; int8 staged in the default run: BK=128)
     pytest.param("i8", (256, 64, 512), (300, 64, 1536), marks=pytest.mark.slow),
     ("i8", (256, 64, 128), (256, 72, 384)),
+    # 32 subgroup rows share a 32-column panel (the 4096^3 picks' 512x32 workgroups): in-bounds and
+    # edge workgroups (M and N), odd step count; the library's BK=256 / 512 take the same path
+    # with 8 / 16 K-blocks a barrier (slow: about 2.5 min of CPU each, mostly the CPU device's build)
+    ("f16", (512, 32, 32, 64), (520, 40, 96)),
+    pytest.param("f16", (512, 32, 256), (512, 32, 512), marks=pytest.mark.slow),
+    pytest.param("i8", (512, 32, 512), (520, 40, 1536), marks=pytest.mark.slow),
     ("f16", (8, 128, 32), (5, 200, 72)),      # decode, two K-blocks, B^T packed per subgroup
     # decode 8x32 tiles: B unpacked, DPAS by column parity (parity_dpas.py). BK=32 in bounds over
     # several k-steps; odd N (B rows not 4-byte aligned: per element in the cold version) with
@@ -173,6 +179,8 @@ def test_int_remainder_after_a_bool_cast(monkeypatch, mode):
     # 16 words a work item: int8's (~28 s of Intel's compiler, loaded) slow, fp16's below takes it
     pytest.param("i8", (256, 64, 512), True, marks=pytest.mark.slow),
     ("f16", (256, 64, 256), True),    # 16 words a work item (pruned: spills 128 B)
+    ("f16", (512, 32, 256), True),   # the fp16 4096^3 pick; int8's (~30 s to build) slow:
+    pytest.param("i8", (512, 32, 512), True, marks=pytest.mark.slow),
     ("f16", (256, 128, 16), False),   # 32x16 accumulators: staging made the cold version spill
     ("f16", (8, 256, 16), False),     # decode: no subgroup shares a B tile
 ])
