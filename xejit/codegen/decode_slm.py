@@ -1,0 +1,181 @@
+"""dg2 decode with column-major B: A's rows staged in SLM once per workgroup.
+
+With column-major B (``a @ w.T``, ``block_reads.py``: ``lanerow``) a DPAS A operand is 8 rows of
+A, one 32-byte K-block each, and dg2's subgroup block reads land one register per send with an
+address of its own: 16 instructions a K-block, although every subgroup of a decode workgroup
+(8 rows of A, the subgroups side by side along N) reads the same 8 rows. Here the workgroup's work
+items split the k-step's A panel (8 x BK): each loads ``q`` consecutive words of one row (one
+vector load) and stores them to SLM transposed, ``[K-block][word][row]``, so the subgroup's A
+operand of a K-block is one per-lane load of 8 consecutive words (lane w: word w of rows 0-7).
+Two buffers alternate with one barrier a k-step (step i stores to buffer i % 2, waits at the
+barrier and reads it: step i + 2's store to the same buffer comes after every work item passed
+step i + 1's barrier, hence after step i's reads). The fast loop takes two steps an iteration
+(``_lower_for``'s ``enter.pairs``), so each copy's buffer and every SLM address is loop-invariant.
+
+All work items must take the same k-loop version (the barrier): the versioning test is made on
+the workgroup's panels (``SlmStaging.panel_reads_ok``).
+
+:class:`DecodeSlm` is a mixin of ``lower_xegpu.XeGPULowering``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from llvmlite import ir
+
+from . import builtins as bi
+
+I32, I64 = bi.I32, bi.I64
+#: SubgroupBlockWriteINTEL of one 32-bit word a lane to shared local memory
+SLM_BLOCK_WRITE_U32 = "_Z31__spirv_SubgroupBlockWriteINTELPU3AS3jj"
+
+
+def a_share_words(rows: int, row_words: int, work_items: int) -> Optional[int]:
+    """Words of the A panel (``rows`` x ``row_words``) a work item stages, or None when the panel
+    does not split evenly into whole shares of one row (also the autotuner's rule:
+    ``block_read_costs.py``). Fewer words than work items: one word each, the rest idle."""
+    words = rows * row_words
+    if words % work_items == 0:
+        q = words // work_items
+        return q if q in (1, 2, 4, 8) and row_words % q == 0 else None
+    return 1 if work_items % words == 0 else None
+
+
+@dataclass
+class DPlan:
+    """A staged in SLM: the A descriptor's body argument, the panel (8 rows x ``row_words``
+    32-bit words), words per work item ``q``, and (in the fast version) the buffers."""
+    pos: int                     # the A descriptor's iter_arg position
+    arg: object
+    rows: int
+    row_words: int
+    q: int
+    writers: int                 # subgroups that stage a share (the first ones)
+    buf: Optional[ir.Value] = None
+    cur: Optional[ir.Value] = None     # word offset (i32) of the buffer this k-step uses
+    #: (before the loop) this subgroup's first word of a row (i32), the lane's share's element
+    #: offset from the panel's corner (i64), lane * 8 (i32)
+    share_off: Optional[ir.Value] = None
+    c0: Optional[ir.Value] = None
+    lane8: Optional[ir.Value] = None
+
+    @property
+    def words(self) -> int:
+        return self.rows * self.row_words
+
+
+class DecodeSlm:
+    """A's decode panel staged in SLM for dg2's column-major-B k-loop (module docstring)."""
+
+    dplan: Optional[DPlan] = None
+
+    def decode_a_plan(self, op, reads: dict, plan) -> Optional[DPlan]:
+        """The staging of the loop's A panel when every subgroup of the workgroup reads the same
+        A tile (a workgroup one subgroup tall) through block reads of whole rows, else None."""
+        if plan is not None or self.nsg < 2:
+            return None
+        body_args = op.regions[0].block.args
+        found = None
+        for i, (td, dr, dc) in reads.items():
+            arg = body_args[1 + i]
+            loads = [u for u, _ in arg.uses if u.name == "xegpu.load_nd"]
+            if not loads or any(self.block_read_kind(td.type, "plain") != "rows32" or u.attributes.get("packed")
+                                or u.attributes.get("transpose") is not None for u in loads):
+                continue
+            if not all(x.name == "xegpu.dpas" and k == 0 for u in loads for r in u.results for x, k in r.uses):
+                continue
+            wg = td.wg
+            h, w = td.type.shape
+            count = td.type.array_length
+            if tuple(wg[0:2]) != tuple(wg[4:6]) or (h, w * count) != tuple(wg[0:2]) or h != self.sg:
+                continue       # not one tile shared by the whole workgroup
+            if found is not None:
+                return None
+            found = (i, arg, h, w * count * td.type.dtype.bitwidth // 32)
+        if found is None:
+            return None
+        pos, arg, h, row_words = found
+        lanes = self.nsg * self.sg
+        q = a_share_words(h, row_words, lanes)
+        if q is None:
+            return None
+        return DPlan(pos, arg, h, row_words, q, row_words // q)
+
+    def workgroup_all(self, ok: ir.Value) -> ir.Value:
+        """``ok`` (i1, per work item) true in every work item of the workgroup: a vote in one SLM
+        word between barriers (the subgroups' B tiles differ, so their versioning tests can too,
+        and a staged version's barrier needs them all)."""
+        b = self.b
+        flag = bi.slm_array(self.module, I32, 1)
+        ptr = b.bitcast(b.gep(flag, [I64(0)], source_etype=I32), ir.PointerType(I32, addrspace=bi.LOCAL_AS))
+        first = b.icmp_unsigned("==", b.or_(bi.sub_group_id(b), bi.sub_group_local_id(b)), I32(0))
+        with b.if_then(first):
+            b.store(I32(1), ptr)
+        bi.barrier(b)
+        with b.if_then(b.not_(ok)):
+            b.store(I32(0), ptr)
+        bi.barrier(b)
+        res = b.icmp_unsigned("!=", b.load(ptr, typ=I32), I32(0))
+        bi.barrier(b)       # read by all before a later pass (an outer loop) sets it again
+        return res
+
+    def decode_a_hook(self, dp: DPlan, step: int, td):
+        """Before the fast loop: the buffers and this work item's loop-invariant offsets (its
+        share's row and words, its SLM words; computed here, not in the loop, where Intel's
+        compiler recomputed them from the lane id every step); then ``_lower_for``'s hook, which
+        gives each k-step its buffer (a constant in each of the two copies of an iteration)."""
+        b = self.b
+        dp.buf = bi.slm_array(self.module, I32, 2 * dp.words)
+        # lane l of subgroup s stages words s q .. s q + q - 1 of row l (with fewer words than
+        # work items the first ``active`` take one each): its SLM words [c // 8][c % 8][l] are
+        # lane l's of a subgroup block write at a uniform address (per-lane stores took Intel's
+        # compiler about 6 instructions of address each, remade from the lane id every step)
+        dp.c0 = b.mul(bi.sub_group_id(b), I32(dp.q))
+        epw = 32 // td.type.dtype.bitwidth
+        dp.share_off = b.add(b.mul(b.zext(self.lane, I64), td.s0), b.zext(b.mul(dp.c0, I32(epw)), I64))
+        dp.lane8 = b.mul(self.lane, I32(8))
+
+        def enter(ctr: ir.Value, n32: ir.Value, parity: Optional[int] = None):
+            dp.cur = I32(parity * dp.words) if parity is not None else \
+                self.b.mul(self.b.and_(self.b.udiv(ctr, I32(step)), I32(1)), I32(dp.words))
+            return None
+        enter.pairs = True
+        return enter
+
+    def decode_a_load(self, op, td, rtypes) -> None:
+        """The A load of a staged fast k-step: this work item's share from global memory to the
+        step's buffer, the barrier, then each array block (K-block) one per-lane SLM load."""
+        b, dp = self.b, self.dplan
+        if dp.writers < self.nsg:     # (uniform in a subgroup: its block write takes every lane)
+            with b.if_then(b.icmp_unsigned("<", bi.sub_group_id(b), I32(dp.writers))):
+                self._stage_share(td)
+        else:
+            self._stage_share(td)
+        bi.barrier(b)
+        self.instructions["workgroup barrier (A staged, one a k-step)"] += 1
+        vt = ir.VectorType(I32, 8)
+        for a, (res, rt) in enumerate(zip(op.results, rtypes)):
+            idx = b.add(dp.lane8, b.add(dp.cur, I32(64 * a)))
+            ptr = b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32)
+            ld = b.load(b.bitcast(ptr, ir.PointerType(vt, addrspace=bi.LOCAL_AS)), typ=vt)
+            ld.align = 4
+            self.env[id(res)] = b.bitcast(ld, self.vec_ty(rt))
+        self.instructions["SLM load of an A operand (per lane, 8 words)"] += 1
+
+    def _stage_share(self, td) -> None:
+        """This work item's q words of the panel: one global load, q SLM stores (8 words apart)."""
+        b, dp = self.b, self.dplan
+        eb = td.type.dtype.bitwidth // 8
+        off = b.add(b.add(b.mul(td.row, td.s0), td.col), dp.share_off)
+        vt = ir.VectorType(I32, dp.q) if dp.q > 1 else I32
+        ptr = b.gep(td.arr.ptr, [off], inbounds=True, source_etype=ir.IntType(8 * eb))
+        share = b.load(b.bitcast(ptr, ir.PointerType(vt, addrspace=1)), typ=vt)
+        share.align = 4        # the versioning test made the panel's rows 4-byte aligned
+        self.instructions["global load of an A panel share (per lane)"] += 1
+        write = bi.declare(self.module, SLM_BLOCK_WRITE_U32, bi.VOID, [bi.LOCAL, I32])
+        for j in range(dp.q):
+            idx = b.add(b.mul(dp.c0, I32(8)), b.add(dp.cur, I32(8 * j)))
+            ptr = b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32)
+            bi.call(b, write, [b.bitcast(ptr, bi.LOCAL), b.extract_element(share, I32(j)) if dp.q > 1 else share])
+        self.instructions["SLM block writes of the A share (transposed)"] += 1
