@@ -25,6 +25,7 @@ from typing import Optional
 from llvmlite import ir
 
 from . import builtins as bi
+from .block_reads import Words
 
 I32, I64 = bi.I32, bi.I64
 #: SubgroupBlockWriteINTEL of one 32-bit word a lane to shared local memory
@@ -160,7 +161,10 @@ class DecodeSlm:
             ptr = b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32)
             ld = b.load(b.bitcast(ptr, ir.PointerType(vt, addrspace=bi.LOCAL_AS)), typ=vt)
             ld.align = 4
-            self.env[id(res)] = b.bitcast(ld, self.vec_ty(rt))
+            vt_r = self.vec_ty(rt)
+            # (a block longer than a SPIR-V vector, int8's 32 bytes a lane, stays as its words)
+            self.env[id(res)] = b.bitcast(ld, vt_r) if vt_r is not None else \
+                Words([b.extract_element(ld, I32(i)) for i in range(8)], rt)
         self.instructions["SLM load of an A operand (per lane, 8 words)"] += 1
 
     def _stage_share(self, td) -> None:
