@@ -1851,8 +1851,11 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         counted32 = isinstance(step, ir.Constant) and 0 < step.constant < 2**16
         # decode with column-major B: A's panel staged in SLM by the workgroup (decode_slm.py)
         dp = self.decode_a_plan(op, reads, plan) if counted32 else None
-        ok = None
-        for td, dr, dc in reads.values():
+        # A staged: the same test in every subgroup of the workgroup (its barriers)
+        ok = self.decode_reads_ok(dp, reads, lb, ub, step) if dp is not None else None
+        if ok is None:
+            dp = None
+        for td, dr, dc in reads.values() if dp is None else ():
             # B staged in SLM: the workgroup's panels, one version for all its subgroups (barriers)
             c = self.panel_reads_ok(td, lb, ub, step, dr, dc) if sp else self.loop_reads_ok(td, lb, ub, step, dr, dc)
             ok = c if ok is None else b.and_(ok, c)
@@ -1860,8 +1863,6 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             ok = b.and_(ok, b.icmp_signed("<=", b.sub(ub, lb), I64(2**31 - 2**16)))
             if sp is not None:
                 ok = b.and_(ok, self.slm_span_ok(sp, reads, lb, ub))
-        if dp is not None:      # one version for the workgroup (decode_slm.py)
-            ok = self.workgroup_all(ok)
         versions = []
         with b.if_else(ok) as (then, otherwise):
             for ctx, fast in ((then, True), (otherwise, False)):
