@@ -201,9 +201,11 @@ class DecodeSlm:
         share = b.load(b.bitcast(ptr, ir.PointerType(vt, addrspace=1)), typ=vt)
         share.align = 4        # the versioning test made the panel's rows 4-byte aligned
         self.instructions["global load of an A panel share (per lane)"] += 1
-        write = bi.declare(self.module, SLM_BLOCK_WRITE_U32, bi.VOID, [bi.LOCAL, I32])
-        for j in range(dp.q):
-            idx = b.add(b.mul(dp.c0, I32(8)), b.add(dp.cur, I32(8 * j)))
-            ptr = b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32)
-            bi.call(b, write, [b.bitcast(ptr, bi.LOCAL), b.extract_element(share, I32(j)) if dp.q > 1 else share])
-        self.instructions["SLM block writes of the A share (transposed)"] += 1
+        # one block write of the q words (lane l's word j to j x 8 + l: [c0 + j][l])
+        vt = ir.VectorType(I32, dp.q) if dp.q > 1 else I32
+        name = SLM_BLOCK_WRITE_U32 if dp.q == 1 else f"_Z31__spirv_SubgroupBlockWriteINTELPU3AS3jDv{dp.q}_j"
+        write = bi.declare(self.module, name, bi.VOID, [bi.LOCAL, vt])
+        idx = b.add(b.mul(dp.c0, I32(8)), dp.cur)
+        ptr = b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32)
+        bi.call(b, write, [b.bitcast(ptr, bi.LOCAL), share])
+        self.instructions["SLM block write of the A share (transposed)"] += 1
