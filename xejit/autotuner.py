@@ -50,6 +50,7 @@ from .errors import XejitError
 from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.block_read_costs import kstep_costs
+from .codegen.decode_slm import decode_a_staged
 from .codegen.parity_dpas import column_parity
 from .codegen.intel_compiler import find_toolchain
 from .codegen.passes.blocking import operand_plan
@@ -309,6 +310,9 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     # BK x BN buffers (codegen/slm_staging.py)
     staged = _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b)
     slm = 2 * BK * BN * b_t.itemsize if staged else 0
+    if t.block_io is None and t.dpas is not None and col_b and \
+            decode_a_staged(BM, sm, BK, a_t.bitwidth, nsg, t.subgroup_size) is not None:
+        slm = 2 * BM * BK * a_t.itemsize       # column-major B's A panel, two buffers (decode_slm.py)
     out["slm_bytes"] = slm
     if t.slm_bytes is not None and slm > t.slm_bytes:
         problems.append(f"the staged B panel needs {slm} B of shared local memory, {t.name} has {t.slm_bytes}")
@@ -358,7 +362,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     elif t.dpas is not None and op_k and not problems:
         # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
         words = _share_words(t, BK, BN, nsg, b_t.bitwidth) if staged else None
-        out.update(kstep_costs(sm, sn, BK, op_k, b_t.bitwidth, t.dpas.max_m, t.dpas.n, col_b, words))
+        a_staged = col_b and decode_a_staged(BM, sm, BK, a_t.bitwidth, nsg, t.subgroup_size) is not None
+        out.update(kstep_costs(sm, sn, BK, op_k, b_t.bitwidth, t.dpas.max_m, t.dpas.n, col_b, words, a_staged))
     return out
 
 

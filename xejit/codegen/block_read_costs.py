@@ -12,7 +12,9 @@ The counts follow the lowering's plan of the fast k-loop version:
   per 8 columns and K-block, plus the work item's share of the panel (v row loads, its q words
   packed, one SLM store) and the barrier;
 * column-major B (``block_reads.py``, ``lanerow``): A is a subgroup block read per row and K-block
-  (one register per send), B one per-lane 8-word load per 8 columns and K-block.
+  (one register per send) -- or, where every subgroup of the workgroup takes the same 8 rows
+  (decode), staged in SLM once per workgroup (``decode_slm.py``: the work item's share, one
+  per-lane SLM load a K-block, a barrier) -- B one per-lane 8-word load per 8 columns and K-block.
 
 Every message costs two instructions: the send and its address (dg2's messages take no immediate
 offset, so each has an address register of its own, one add a step; read from Intel's compiler's
@@ -48,16 +50,20 @@ BARRIER = 5
 
 
 def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_n: int,
-                col_b: bool, staged_words: Optional[int] = None) -> dict[str, int]:
+                col_b: bool, staged_words: Optional[int] = None, a_staged: bool = False) -> dict[str, int]:
     """Per k-step of a subgroup's ``sm x sn`` tile: ``dpas_per_kstep`` (the tile's work in
     DPAS), ``loads_per_kstep`` (messages, two instructions each: send and address),
     ``other_per_kstep`` (packing, spread, DPAS beyond the work, barrier, loop control) and
-    ``dpas_issued_per_kstep`` (what the k-loop issues: twice the work by column parity). ``staged_words``: B staged in SLM with that many words a work item."""
+    ``dpas_issued_per_kstep`` (what the k-loop issues: twice the work by column parity). ``staged_words``: B staged in SLM with that many words a work item;
+    ``a_staged``: column-major B's A panel staged in SLM by the workgroup (``decode_slm.py``)."""
     kb = BK // k                       # DPAS K-blocks a step (32 bytes of K each)
     mblocks, nblocks = -(-sm // dpas_m), sn // dpas_n
     dpas = mblocks * nblocks * kb
     other, issued = LOOP_CONTROL, dpas
-    if col_b:                          # A: a block read per row and K-block; B: lane rows
+    if col_b and a_staged:             # A from SLM: a per-lane load a K-block; the work item's
+        loads = kb + nblocks * kb + 2  # share (a global load, an SLM block write); the barrier
+        other += BARRIER
+    elif col_b:                        # A: a block read per row and K-block; B: lane rows
         loads = sm * kb + nblocks * kb
     else:
         v = 32 // bits
