@@ -26,6 +26,7 @@ from llvmlite import ir
 
 from . import builtins as bi
 from .block_reads import Words
+from .parity_dpas import spread_words
 
 I32, I64 = bi.I32, bi.I64
 #: SubgroupBlockWriteINTEL of one 32-bit word a lane to shared local memory
@@ -64,6 +65,11 @@ class DPlan:
     row_words: int
     q: int
     writers: int                 # subgroups that stage a share (the first ones)
+    #: row-major B by column parity (parity_dpas.py): the A^T spread staged, not A's rows;
+    #: spread operands a k-step (K-blocks x 2 halves x 2 parities), and per subgroup
+    spread: bool = False
+    combos: int = 0
+    per_sg: int = 0
     buf: Optional[ir.Value] = None
     cur: Optional[ir.Value] = None     # word offset (i32) of the buffer this k-step uses
     #: (before the loop) this subgroup's first word of a row (i32), the lane's share's element
@@ -74,7 +80,8 @@ class DPlan:
 
     @property
     def words(self) -> int:
-        return self.rows * self.row_words
+        """32-bit words of a buffer: the panel, or the spread operands (8 x 8 words each)."""
+        return 64 * self.combos if self.spread else self.rows * self.row_words
 
 
 class DecodeSlm:
@@ -85,9 +92,11 @@ class DecodeSlm:
     def decode_a_plan(self, op, reads: dict, plan) -> Optional[DPlan]:
         """The staging of the loop's A panel when every subgroup of the workgroup reads the same
         A tile (a workgroup one subgroup tall) through block reads of whole rows, else None."""
-        if plan is not None or self.nsg < 2:
+        if self.nsg < 2 or (plan is not None and not plan.pairs):
             return None
         body_args = op.regions[0].block.args
+        if plan is not None:
+            return self._spread_plan(reads, plan, body_args)
         found = None
         for i, (td, dr, dc) in reads.items():
             arg = body_args[1 + i]
@@ -113,6 +122,70 @@ class DecodeSlm:
         if q is None:
             return None
         return DPlan(pos, arg, h, row_words, q, row_words // q)
+
+    def _spread_plan(self, reads: dict, plan, body_args) -> Optional[DPlan]:
+        """Row-major 16-bit B by column parity: the A^T spread staged when every subgroup takes
+        the workgroup's A tile (8 rows, one row a lane). Subgroup s makes spread operands s,
+        s + nsg, ... (K-block, half, parity), each lane its row's 8 words."""
+        found = None
+        for i, (td, _, _) in reads.items():
+            if not any(plan.loads.get(id(u)) == "A" for u, _ in body_args[1 + i].uses):
+                continue
+            wg, (h, w), count = td.wg, td.type.shape, td.type.array_length
+            if found is not None or wg is None or tuple(wg[0:2]) != tuple(wg[4:6]) or \
+                    (h, w * count) != tuple(wg[0:2]) or h != self.sg or w * td.type.dtype.bitwidth != 256:
+                return None
+            found = (i, body_args[1 + i], count)
+        if found is None:
+            return None
+        pos, arg, count = found
+        combos = 4 * count
+        if combos % self.nsg and self.nsg % combos:
+            return None
+        return DPlan(pos, arg, self.sg, 8 * count, 0, min(self.nsg, combos), spread=True, combos=combos,
+                     per_sg=max(1, combos // self.nsg))
+
+    def decode_spread_stage(self, td) -> None:
+        """The fast k-step's A^T spread by the workgroup: subgroup s, lane m loads 4 words of row m
+        (a half K-block), spreads them for its parity and stores the 8 words to the step's buffer
+        at [operand][m]; then the barrier (``decode_spread_operand`` reads them)."""
+        b, dp = self.b, self.dplan
+        sgid = bi.sub_group_id(b)
+
+        def stage(c: ir.Value) -> None:
+            off = b.add(b.add(b.mul(td.row, td.s0), td.col),
+                        b.add(dp.share_off, b.zext(b.mul(b.lshr(c, I32(1)), I32(8)), I64)))
+            vt4 = ir.VectorType(I32, 4)
+            ptr = b.gep(td.arr.ptr, [off], inbounds=True, source_etype=ir.IntType(16))
+            w = b.load(b.bitcast(ptr, ir.PointerType(vt4, addrspace=1)), typ=vt4)
+            w.align = 4        # the versioning test made the panel's rows 4-byte aligned
+            words = spread_words(b, w, b.mul(b.and_(c, I32(1)), I32(16)))
+            idx = b.add(b.add(dp.cur, b.mul(c, I32(64))), dp.lane8)
+            vt = ir.VectorType(I32, 8)
+            st = b.store(words, b.bitcast(b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32),
+                                          ir.PointerType(vt, addrspace=bi.LOCAL_AS)))
+            st.align = 4
+        for i in range(dp.per_sg):
+            c = b.add(sgid, I32(self.nsg * i)) if i else sgid
+            if dp.writers < self.nsg:
+                with b.if_then(b.icmp_unsigned("<", sgid, I32(dp.writers))):
+                    stage(c)
+            else:
+                stage(c)
+        self.instructions["A^T spread staged by the workgroup (per lane, 8 words)"] += 1
+        bi.barrier(b)
+        self.instructions["workgroup barrier (A staged, one a k-step)"] += 1
+
+    def decode_spread_operand(self, a: int, half: int, p: int) -> ir.Value:
+        """The staged spread of K-block a, half ``half``, parity p: one per-lane SLM load."""
+        b, dp = self.b, self.dplan
+        idx = b.add(dp.lane8, b.add(dp.cur, I32(64 * ((2 * a + half) * 2 + p))))
+        vt = ir.VectorType(I32, 8)
+        ld = b.load(b.bitcast(b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32),
+                              ir.PointerType(vt, addrspace=bi.LOCAL_AS)), typ=vt)
+        ld.align = 4
+        self.instructions["SLM load of the A^T spread (per lane, 8 words)"] += 1
+        return ld
 
     def decode_reads_ok(self, dp: DPlan, reads: dict, lb, ub, step) -> Optional[ir.Value]:
         """``loop_reads_ok`` of the workgroup's panels, the same value in every subgroup (a
@@ -163,6 +236,10 @@ class DecodeSlm:
         gives each k-step its buffer (a constant in each of the two copies of an iteration)."""
         b = self.b
         dp.buf = bi.slm_array(self.module, I32, 2 * dp.words)
+        dp.lane8 = b.mul(self.lane, I32(8))
+        if dp.spread:          # lane m's row of A
+            dp.share_off = b.mul(b.zext(self.lane, I64), td.s0)
+            return self._buffer_hook(dp, step)
         # lane l of subgroup s stages words s q .. s q + q - 1 of row l (with fewer words than
         # work items the first ``active`` take one each): its SLM words [c // 8][c % 8][l] are
         # lane l's of a subgroup block write at a uniform address (per-lane stores took Intel's
@@ -170,8 +247,9 @@ class DecodeSlm:
         dp.c0 = b.mul(bi.sub_group_id(b), I32(dp.q))
         epw = 32 // td.type.dtype.bitwidth
         dp.share_off = b.add(b.mul(b.zext(self.lane, I64), td.s0), b.zext(b.mul(dp.c0, I32(epw)), I64))
-        dp.lane8 = b.mul(self.lane, I32(8))
+        return self._buffer_hook(dp, step)
 
+    def _buffer_hook(self, dp: DPlan, step: int):
         def enter(ctr: ir.Value, n32: ir.Value, parity: Optional[int] = None):
             dp.cur = I32(parity * dp.words) if parity is not None else \
                 self.b.mul(self.b.and_(self.b.udiv(ctr, I32(step)), I32(1)), I32(dp.words))

@@ -1133,7 +1133,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         the fast version of a k-loop versioned on them (codegen/block_reads.py). Elsewhere a DPAS
         operand is gathered per element without branches (at its DPAS when that is in the same
         block: :class:`Deferred`), any other load reads each row behind a bounds test."""
-        if self.dplan is not None and op.operands[0] is self.dplan.arg and td.reads_in_bounds:
+        if self.dplan is not None and not self.dplan.spread and op.operands[0] is self.dplan.arg and td.reads_in_bounds:
             self.decode_a_load(op, td, rtypes)      # A staged in SLM (decode_slm.py)
             return
         kind = self.block_read_kind(t, mode)
@@ -1143,7 +1143,9 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             slm = self.splan.parts.get(id(op.operands[0])) if self.splan and role == "B" and td.reads_in_bounds else None
             for a, r in enumerate(op.results):
                 self.env[id(r)] = TLoad(role, td, a, t.shape[1], len(rtypes), cache, not td.reads_in_bounds, slm)
-            if td.reads_in_bounds:
+            if td.reads_in_bounds and self.dplan is not None and op.operands[0] is self.dplan.arg:
+                self.decode_spread_stage(td)      # the A^T spread staged in SLM (decode_slm.py)
+            elif td.reads_in_bounds:
                 # every operand of the k-step at its load, not at its first DPAS: the DPAS run as
                 # fewer chains (Intel's compiler puts a dummy DPAS and scoreboard syncs ahead of
                 # each): fp16 256x64x32/64sg 81 -> 76 instructions a step, int8 60 -> 55
