@@ -83,6 +83,12 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     ("f16", (8, 256, 32), (5, 301, 75)),
     ("f16", (8, 256, 16), (7, 264, 48)),
     pytest.param("bf16", (8, 256, 16), (8, 256, 64), marks=pytest.mark.slow),   # ~11 s: fp16's path
+    # the A^T spread staged in SLM by the workgroup (decode_slm.py): 3 k-steps (the paired loop
+    # leaves between its copies), an N edge with K in bounds (one version a workgroup), 16
+    # subgroups (8x16 tiles: not by parity) and BK=16 (4 spread operands for 8 subgroups: idle ones)
+    ("f16", (8, 256, 32), (8, 256, 96)),
+    ("f16", (8, 256, 32), (8, 300, 128)),
+    ("f16", (8, 256, 16), (8, 512, 48)),
 ])
 def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     M, N, K = shape
