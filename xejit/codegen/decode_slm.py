@@ -55,6 +55,17 @@ def decode_a_staged(BM: int, sm: int, BK: int, a_bits: int, nsg: int, sg: int) -
     return a_share_words(BM, BK * a_bits // 32, nsg * sg)
 
 
+def decode_spread_staged(BM: int, sm: int, BK: int, k: int, nsg: int, sg: int) -> Optional[int]:
+    """Spread operands a subgroup stages a k-step when a column-parity k-loop (row-major 16-bit
+    B, ``parity_dpas.py``) stages A^T's spread (:meth:`DecodeSlm._spread_plan`, and the
+    autotuner's rule): every subgroup takes the workgroup's 8 rows of A, the k-step's 4 spread
+    operands a K-block split evenly between the subgroups or fewer than them. None when not."""
+    combos = 4 * (BK // k)
+    if nsg < 2 or sm != BM or BM != sg or BK % k or (combos % nsg and nsg % combos):
+        return None
+    return max(1, combos // nsg)
+
+
 @dataclass
 class DPlan:
     """A staged in SLM: the A descriptor's body argument, the panel (8 rows x ``row_words``
