@@ -50,6 +50,7 @@ from .errors import XejitError
 from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.block_read_costs import kstep_costs
+from .codegen.decode_slm import decode_a_staged, decode_spread_staged
 from .codegen.parity_dpas import column_parity
 from .codegen.intel_compiler import find_toolchain
 from .codegen.passes.blocking import operand_plan
@@ -196,6 +197,17 @@ def _b_staged(t: Any, BK: int, BN: int, nsg: int, sgm: int, acc_bytes: int, b_bi
     return words % lanes == 0 and words // lanes in (1, 2, 4, 8, 16) and BN % (words // lanes) == 0
 
 
+def _a_staged(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_bits: int, b_bits: int, nsg: int,
+              col_b: bool) -> int | None:
+    """dg2 decode's A staged in SLM by the workgroup (``codegen/decode_slm.py``): column-major
+    B's A panel (words a work item), or by column parity the A^T spread (operands a subgroup)."""
+    if col_b:
+        return decode_a_staged(BM, sm, BK, a_bits, nsg, t.subgroup_size)
+    if column_parity(sm, sn // t.dpas.n, b_bits):
+        return decode_spread_staged(BM, sm, BK, k, nsg, t.subgroup_size)
+    return None
+
+
 def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
                   a_type: Any, b_type: Any, c_type: Any, acc_type: Any,
                   precision: str | None = None) -> dict[str, Any]:
@@ -309,6 +321,10 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     # BK x BN buffers (codegen/slm_staging.py)
     staged = _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b)
     slm = 2 * BK * BN * b_t.itemsize if staged else 0
+    if t.block_io is None and t.dpas is not None and op_k and \
+            _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t.bitwidth, nsg, col_b):
+        # decode's A panel (column-major B) or A^T spread (column parity), two buffers (decode_slm.py)
+        slm = 2 * BM * BK * a_t.itemsize if col_b else 2 * 4 * (BK // op_k) * 256
     out["slm_bytes"] = slm
     if t.slm_bytes is not None and slm > t.slm_bytes:
         problems.append(f"the staged B panel needs {slm} B of shared local memory, {t.name} has {t.slm_bytes}")
@@ -366,7 +382,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     elif t.dpas is not None and op_k and not problems:
         # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
         words = _share_words(t, BK, BN, nsg, b_t.bitwidth) if staged else None
-        out.update(kstep_costs(sm, sn, BK, op_k, b_t.bitwidth, t.dpas.max_m, t.dpas.n, col_b, words))
+        a_staged = _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t.bitwidth, nsg, col_b)
+        out.update(kstep_costs(sm, sn, BK, op_k, b_t.bitwidth, t.dpas.max_m, t.dpas.n, col_b, words, a_staged))
     return out
 
 

@@ -12,7 +12,9 @@ The counts follow the lowering's plan of the fast k-loop version:
   per 8 columns and K-block, plus the work item's share of the panel (v row loads, its q words
   packed, one SLM store) and the barrier;
 * column-major B (``block_reads.py``, ``lanerow``): A is a subgroup block read per row and K-block
-  (one register per send), B one per-lane 8-word load per 8 columns and K-block.
+  (one register per send) -- or, where every subgroup of the workgroup takes the same 8 rows
+  (decode), staged in SLM once per workgroup (``decode_slm.py``: the work item's share, one
+  per-lane SLM load a K-block, a barrier) -- B one per-lane 8-word load per 8 columns and K-block.
 
 Every message costs two instructions: the send and its address (dg2's messages take no immediate
 offset, so each has an address register of its own, one add a step; read from Intel's compiler's
@@ -41,6 +43,10 @@ SHARE_PACK_PER_WORD = {16: 2, 8: 8}
 #: instruction each (Intel's compiler's ISA, 8x256x16/8sg)
 SPREAD_PER_KBLOCK = 32
 
+#: a spread operand staged by a work item (``decode_slm.py``): four registers of A's row, each
+#: shifted and masked twice for its parity (read at run time from the subgroup)
+STAGED_SPREAD = 16
+
 #: instructions of a k-step's loop control (the counter, the compare, the branch, a column move)
 LOOP_CONTROL = 4
 #: the staged panel's SLM fence and barrier (``slm_staging.py``, read from the ISA)
@@ -48,16 +54,21 @@ BARRIER = 5
 
 
 def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_n: int,
-                col_b: bool, staged_words: Optional[int] = None) -> dict[str, int]:
+                col_b: bool, staged_words: Optional[int] = None, a_staged: Optional[int] = None) -> dict[str, int]:
     """Per k-step of a subgroup's ``sm x sn`` tile: ``dpas_per_kstep`` (the tile's work in
     DPAS), ``loads_per_kstep`` (messages, two instructions each: send and address),
     ``other_per_kstep`` (packing, spread, DPAS beyond the work, barrier, loop control) and
-    ``dpas_issued_per_kstep`` (what the k-loop issues: twice the work by column parity). ``staged_words``: B staged in SLM with that many words a work item."""
+    ``dpas_issued_per_kstep`` (what the k-loop issues: twice the work by column parity). ``staged_words``: B staged in SLM with that many words a work item;
+    ``a_staged``: A staged in SLM by the workgroup (``decode_slm.py``): column-major B's A panel,
+    or by column parity the A^T spread, that many operands a subgroup makes a k-step."""
     kb = BK // k                       # DPAS K-blocks a step (32 bytes of K each)
     mblocks, nblocks = -(-sm // dpas_m), sn // dpas_n
     dpas = mblocks * nblocks * kb
     other, issued = LOOP_CONTROL, dpas
-    if col_b:                          # A: a block read per row and K-block; B: lane rows
+    if col_b and a_staged:             # A from SLM: a per-lane load a K-block; the work item's
+        loads = kb + nblocks * kb + 2  # share (a global load, an SLM block write); the barrier
+        other += BARRIER
+    elif col_b:                        # A: a block read per row and K-block; B: lane rows
         loads = sm * kb + nblocks * kb
     else:
         v = 32 // bits
@@ -65,6 +76,13 @@ def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_
         if staged_words:
             loads += nblocks * kb + v + 1      # B^T from SLM; the panel share's v rows, its store
             other += staged_words * SHARE_PACK_PER_WORD[bits] + BARRIER
+        elif column_parity(sm, nblocks, bits) and a_staged:
+            # ... with the spread staged by the workgroup (decode_slm.py): B's lane-row loads, a
+            # per-lane SLM load a spread operand (4 a K-block), no A^T load; the subgroup's
+            # operands made (a row load, the spread, an SLM store each) and the barrier
+            loads += nblocks * kb + 4 * kb + 2 * a_staged - mblocks * kb
+            other += dpas + STAGED_SPREAD * a_staged + BARRIER
+            issued = 2 * dpas
         elif column_parity(sm, nblocks, bits):
             # B unpacked (parity_dpas.py): a lane-row load per 16 columns and 8 rows of K; two
             # DPAS for each one's work (the extra one counted here); A^T spread, 32 registers a

@@ -73,6 +73,7 @@ from . import builtins as bi
 from . import emulation as emu
 from .abi import kernel_abi
 from .block_reads import BlockReads, Words, words_count
+from .decode_slm import DecodeSlm
 from .parity_dpas import ParityDpas, parity_join, parity_split
 from .slm_staging import SlmStaging
 from .transposed_dpas import TLoad, TransposedDpas, TSlice
@@ -241,7 +242,7 @@ def _is_splat(x) -> bool:
                                            and len({str(c) for c in x.constant}) == 1)
 
 
-class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, LoweringBase):
+class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockReads, LoweringBase):
     """XeGPU IR (after lane distribution) -> one SPIR-V kernel in an llvmlite module."""
 
     def __init__(self, fn: Function, target: Target, emulate: bool, num_subgroups: int = 1,
@@ -1132,6 +1133,9 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
         the fast version of a k-loop versioned on them (codegen/block_reads.py). Elsewhere a DPAS
         operand is gathered per element without branches (at its DPAS when that is in the same
         block: :class:`Deferred`), any other load reads each row behind a bounds test."""
+        if self.dplan is not None and not self.dplan.spread and op.operands[0] is self.dplan.arg and td.reads_in_bounds:
+            self.decode_a_load(op, td, rtypes)      # A staged in SLM (decode_slm.py)
+            return
         kind = self.block_read_kind(t, mode)
         role = self.tplan.loads.get(id(op)) if self.tplan is not None and td.reads_in_bounds is not None else None
         if role is not None:     # C^T = B^T A^T: per-lane row loads when a DPAS asks (transposed_dpas.py)
@@ -1139,7 +1143,9 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
             slm = self.splan.parts.get(id(op.operands[0])) if self.splan and role == "B" and td.reads_in_bounds else None
             for a, r in enumerate(op.results):
                 self.env[id(r)] = TLoad(role, td, a, t.shape[1], len(rtypes), cache, not td.reads_in_bounds, slm)
-            if td.reads_in_bounds:
+            if td.reads_in_bounds and self.dplan is not None and op.operands[0] is self.dplan.arg:
+                self.decode_spread_stage(td)      # the A^T spread staged in SLM (decode_slm.py)
+            elif td.reads_in_bounds:
                 # every operand of the k-step at its load, not at its first DPAS: the DPAS run as
                 # fewer chains (Intel's compiler puts a dummy DPAS and scoreboard syncs ahead of
                 # each): fp16 256x64x32/64sg 81 -> 76 instructions a step, int8 60 -> 55
@@ -1842,14 +1848,19 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
         sp = self.slm_plan(op, reads, plan)
         if plan is not None and plan.pairs and (sp is not None or not self._parity_inits_ok(op, plan)):
             plan.pairs = []      # B staged in SLM is packed there
-        ok = None
-        for td, dr, dc in reads.values():
-            # B staged in SLM: the workgroup's panels, one version for all its subgroups (barriers)
-            c = self.panel_reads_ok(td, lb, ub, step, dr, dc) if sp else self.loop_reads_ok(td, lb, ub, step, dr, dc)
-            ok = c if ok is None else b.and_(ok, c)
         # the fast version counts in i32 (dg2 has no 64-bit integer ALU: an i64 counter cost six
         # instructions a k-step, fp16 256x128x16/64sg): its span must fit
         counted32 = isinstance(step, ir.Constant) and 0 < step.constant < 2**16
+        # decode with column-major B: A's panel staged in SLM by the workgroup (decode_slm.py)
+        dp = self.decode_a_plan(op, reads, plan) if counted32 else None
+        # A staged: the same test in every subgroup of the workgroup (its barriers)
+        ok = self.decode_reads_ok(dp, reads, lb, ub, step) if dp is not None else None
+        if ok is None:
+            dp = None
+        for td, dr, dc in reads.values() if dp is None else ():
+            # B staged in SLM: the workgroup's panels, one version for all its subgroups (barriers)
+            c = self.panel_reads_ok(td, lb, ub, step, dr, dc) if sp else self.loop_reads_ok(td, lb, ub, step, dr, dc)
+            ok = c if ok is None else b.and_(ok, c)
         if counted32:
             ok = b.and_(ok, b.icmp_signed("<=", b.sub(ub, lb), I64(2**31 - 2**16)))
             if sp is not None:
@@ -1867,6 +1878,9 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
                         self.slm_begin(sp, reads[sp.b_pos][0])
                         self.splan = sp
                         self.loop_hook = self.slm_loop_hook(sp, step.constant, op.regions[0].block.args[1 + sp.b_pos])
+                    if fast and dp is not None:
+                        self.dplan = dp
+                        self.loop_hook = self.decode_a_hook(dp, step.constant, self.env[id(op.operands[3 + dp.pos])])
                     # both versions leave the accumulators as C^T, transposed back once after
                     # they meet (transposes on the fast version's way out made IGC spill 864 B,
                     # fp16 16x16 tiles)
@@ -1874,7 +1888,7 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
                     res = self._lower_for_transposed(op, reads, plan, fast, steps) if plan else \
                         self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
                     versions.append((res, b.block))
-                    self.splan = None
+                    self.splan = self.dplan = None
                     self.kb_order = False
                     if not fast:     # the report counts the block-read version's instructions
                         self.instructions = counted
@@ -2076,7 +2090,7 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
                     # descriptor). Not elsewhere: Intel's compiler then ended the unstaged loops
                     # with a divergent backward goto instead of jmpi (decode, 32x16 tiles)
                     at = self.counter_position(inits[j], body, j, ctr_v, step) \
-                        if steps is not None and self.splan is not None else None
+                        if steps is not None and (self.splan or self.dplan) is not None else None
                     val = val.moved(*(at or (val.row, val.col)), val.xy)
                     val.reads_in_bounds = reads_in_bounds[j]
                 self.env[id(arg)] = val

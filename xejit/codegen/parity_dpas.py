@@ -58,6 +58,20 @@ def parity_join(b: ir.IRBuilder, e0: ir.Value, e1: ir.Value) -> tuple[ir.Value, 
     return tuple(b.shuffle_vector(e0, e1, ir.Constant(ir.VectorType(I32, 8), m)) for m in _BACK)
 
 
+def spread_words(b: ir.IRBuilder, w: ir.Value, shift: ir.Value) -> ir.Value:
+    """``<8 x i32>`` of ``w`` (``<4 x i32>``, 16-bit pairs) spread for parity p (``shift`` = 16 p,
+    i32): word j's half p to register j (low halves for p = 0, high for 1), its other half to
+    register j + 4, each in bits 16 p .. 16 p + 15 and zero elsewhere: one instruction a register
+    when ``shift`` is a constant (and / shr / shl / and)."""
+    v4 = ir.VectorType(I32, 4)
+    s = b.insert_element(ir.Constant(v4, None), shift, I32(0))
+    s = b.shuffle_vector(s, ir.Constant(v4, None), ir.Constant(v4, [0] * 4))
+    mask = b.shl(ir.Constant(v4, [0xFFFF] * 4), s)
+    even = b.and_(b.shl(w, s), mask)
+    odd = b.and_(b.lshr(w, b.sub(ir.Constant(v4, [16] * 4), s)), mask)
+    return b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, 8), list(range(8))))
+
+
 class ParityDpas:
     """The column-parity DPAS pairs of the transposed decode loop (module docstring)."""
 
@@ -104,13 +118,13 @@ class ParityDpas:
         key = ("spread", ld.a, s.group, half, p)
         if key not in ld.cache:
             b = self.b
+            if self.dplan is not None and self.dplan.spread and not ld.checked:
+                # staged in SLM by the workgroup (decode_slm.py)
+                ld.cache[key] = self.decode_spread_operand(ld.a, half, p)
+                return ld.cache[key]
             w = b.shuffle_vector(self.a_transposed(s), ir.Constant(ir.VectorType(I32, 8), None),
                                  ir.Constant(ir.VectorType(I32, 4), [4 * half + i for i in range(4)]))
-            v4 = ir.VectorType(I32, 4)
-            c16, lo, hi = (ir.Constant(v4, [x] * 4) for x in (16, 0xFFFF, -65536))
-            # one instruction a register: word j's low half to register j, its high to j + 4
-            even, odd = (b.and_(w, lo), b.lshr(w, c16)) if p == 0 else (b.shl(w, c16), b.and_(w, hi))
-            ld.cache[key] = b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, 8), list(range(8))))
+            ld.cache[key] = spread_words(b, w, I32(16 * p))
             self.instructions["A^T spread by column parity (DPAS B operand)"] += 1
         return ld.cache[key]
 

@@ -89,6 +89,12 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     ("f16", (8, 256, 32), (5, 301, 75)),
     ("f16", (8, 256, 16), (7, 264, 48)),
     pytest.param("bf16", (8, 256, 16), (8, 256, 64), marks=pytest.mark.slow),   # ~11 s: fp16's path
+    # the A^T spread staged in SLM by the workgroup (decode_slm.py): 3 k-steps (the paired loop
+    # leaves between its copies), an N edge with K in bounds (one version a workgroup), 16
+    # subgroups (8x16 tiles: not by parity) and BK=16 (4 spread operands for 8 subgroups: idle ones)
+    ("f16", (8, 256, 32), (8, 256, 96)),
+    ("f16", (8, 256, 32), (8, 300, 128)),
+    ("f16", (8, 256, 16), (8, 512, 48)),
 ])
 def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     M, N, K = shape
@@ -112,6 +118,12 @@ def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     ("f16", (8, 512, 16, 8), (7, 600, 49)),   # M / N edges, K odd: rows not 4-byte aligned
     ("f16", (8, 256, 32, 8), (6, 300, 70)),   # cold version only: N edge, a K tail
     ("i8", (8, 256, 32), (6, 270, 70)),       # int8 edges, rows of 70 bytes
+    # A staged in SLM by the workgroup (decode_slm.py): 3 k-steps (the paired loop leaves
+    # between its copies), an N edge with K in bounds (one version for the whole workgroup:
+    # its first subgroup's tile is in bounds, the others' not), int8 with idle subgroups
+    ("f16", (8, 256, 32, 8), (8, 512, 96)),
+    ("f16", (8, 256, 32, 8), (8, 300, 128)),
+    ("i8", (8, 256, 32, 16), (8, 256, 128)),
     # int8 8x64 decode tiles (~20 s of CPU to build): the fp16 8x64 cases above take the same
     # per-DPAS lane-row reads, the int8 8x32 cases int8's
     pytest.param("i8", (8, 512, 64, 8), (8, 512, 192), marks=pytest.mark.slow),
@@ -141,6 +153,26 @@ def test_column_major_b_read_by_lane_rows():
     ck = gemm_kernel.compile(a, w.T, a, c, 8, 256, 256, target="dg2", **cfg.kwargs,
                              num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
     assert ck.instructions.get("subgroup block read (lanerow)"), dict(ck.instructions)
+
+
+@pytest.mark.parametrize("dtype,tile", [("f16", (8, 256, 32, 8)), ("i8", (8, 256, 32, 16)), ("f16", (8, 512, 32, 8))])
+def test_decode_a_staged_in_slm(dtype, tile):
+    """Column-major B decode: A's panel is staged in SLM once per workgroup and each A operand
+    is one per-lane SLM load (decode_slm.py); not where the subgroups share no A tile."""
+    cfg = _config(*tile)
+    dt = np.int8 if dtype == "i8" else np.float16
+    a, w = np.empty((8, 512), dt), np.empty((1024, 512), dt)
+    c = np.empty((8, 1024), np.int32 if dtype == "i8" else dt)
+    kw = dict(ACC=i32) if dtype == "i8" else {}
+    ck = gemm_kernel.compile(a, w.T, a, c, 8, 1024, 512, target="dg2", **cfg.kwargs, **kw,
+                             num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    assert ck.instructions.get("SLM load of an A operand (per lane, 8 words)"), dict(ck.instructions)
+    assert ck.instructions.get("workgroup barrier (A staged, one a k-step)"), dict(ck.instructions)
+    cfg = _config(64, 64, 32)      # A tiles differ between subgroup rows: no A staging
+    a, w, c = (np.empty((256, 256), np.float16) for _ in range(3))
+    ck = gemm_kernel.compile(a, w.T, a, c, 256, 256, 256, target="dg2", **cfg.kwargs,
+                             num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    assert not ck.instructions.get("SLM load of an A operand (per lane, 8 words)"), dict(ck.instructions)
 
 
 @xejit.kernel
