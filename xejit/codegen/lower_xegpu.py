@@ -2028,7 +2028,7 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
 
         moved_at: dict[tuple, ir.Value] = {}
 
-        def at_counter(v0s, mr, mc):
+        def at_counter(v0s, mr, mc, split_ok=False):
             out = []
             for v0, m in zip(v0s, (mc, mr)):
                 if m == 0:
@@ -2039,7 +2039,7 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
                 # and immediate offsets, not one (x0 + d) + counter per load (tf32 colB, bmg
                 # 138 -> 110 instructions for 64 DPAS). Loops counting in units of narrower
                 # data (unit_shift) have their own split in block_xy: this one added a move there
-                split = self.target.block_io.immediate_offsets and not unit_shift
+                split = split_ok and self.target.block_io.immediate_offsets and not unit_shift
                 base, d = bc.split_small_add(v0) if split else (v0, 0)
                 key = (id(base), m)
                 if key not in moved_at:
@@ -2055,7 +2055,10 @@ class XeGPULowering(SlmStaging, ParityDpas, TransposedDpas, BlockReads, Lowering
                 v = self._rebuild(like, vals)
                 return v, v
             (mr, mc), (x0, y0) = moving[j], like.xy
-            out = like.moved(vals[0], vals[1], at_counter((x0, y0), mr, mc))
+            # prefetch descriptors keep their own invariant (sharing the loads' x added a move:
+            # lnl 128x128x32/16sg bf16 30 -> 31)
+            loads = any(u.name == "xegpu.load_nd" for u, _ in op.regions[0].block.args[1 + j].uses)
+            out = like.moved(vals[0], vals[1], at_counter((x0, y0), mr, mc, loads))
             inner = like.moved(vals[0], vals[1], out.xy)
             if like.shift is None and not self.target.block_io.immediate_offsets and \
                     self.loads_through_spirv_builtin(op.regions[0].block.args[1 + j]):
