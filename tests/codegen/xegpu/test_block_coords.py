@@ -133,3 +133,19 @@ def test_fast_k_loop_counts_in_units_of_transposed_loads(target, dtype, M, N, K,
     assert step and int(step.group(1)) == BK >> n, "the fast loop does not count in 32-bit units"
     run_device(res, case["grid"], case["args"], 16)
     check_result(case, 0 if dtype == "i8" else 1e-2)
+
+
+@pytest.mark.parametrize("target", ["bmg", "pvc"])
+def test_k_slices_of_tf32_column_major_b_share_the_counted_base_where_blocks_take_immediate_offsets(target):
+    """tf32 column-major B (transposed loads, 8 K a slice, 4 slices a k-step): on bmg each K-slice's
+    x in the fast k-loop is one (base + counter) plus its constant (IGC's immediate offset), on pvc
+    each slice adds the counter to its own loop-invariant. Results against numpy under emulation
+    (the fast version taken; M / N edges, a K tail)."""
+    case = gemm_case(gemm, "f32", 20, 40, 72, 8, 32, 32, b_colmajor=True)
+    res = lower_xegpu.lower(case["fn"], target, {"emulate": True, "version_loops": True})
+    text = _fast_loop(res)
+    body = text[text.index("for.body"):]
+    consts = set(re.findall(r"= add i32 %\"?[\w.]+\"?, (8|16|24)\b", body))
+    assert (consts == {"8", "16", "24"}) == (target == "bmg"), consts
+    run_device(res, case["grid"], case["args"], 16)
+    check_result(case, 2e-3)

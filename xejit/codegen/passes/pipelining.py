@@ -152,8 +152,13 @@ def _pipeline(loop: Operation, stages: int, n: int, split: bool = False) -> int:
     new_inits = []
     for (upd, init, pt), rng in zip(cands, ranges):
         attrs = {"subgroups": rng} if rng else {}
+        # marked, so CSE does not merge it with the loaded tile where their subgroup tiles agree
+        # (decode): merged, it took the load's blocks -- column-major B's one DPAS block per
+        # transposed message: int8 8x512x64/8sg 8 prefetches a k-step, lnl/bmg 45 -> 31
+        # instructions for 8 DPAS, pvc 54 -> 41; plain 64-byte blocks of its own now: 2
         p = pre.create("xetile.init_tile", list(init.operands), [pt],
-                       {k: v for k, v in init.attributes.items() if k != "layout"}, loc=init.loc).result
+                       {**{k: v for k, v in init.attributes.items() if k != "layout"}, "prefetch": True},
+                       loc=init.loc).result
         p.name_hint = "pf"
         dr, dc = (x if _loop_invariant(x, loop) else
                   pre.create("arith.constant", [], [x.type], dict(x.op.attributes), loc=loop.loc).result
