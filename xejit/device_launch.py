@@ -132,7 +132,7 @@ def compiled(kernel, module: Module, options: dict, device=None):
         meta = {"spv": base64.b64encode(spv).decode(), "name": ck.name, "signature": list(ck.signature),
                 "arg_plan": [list(p) for p in ck.arg_plan], "workgroup_size": list(ck.workgroup_size),
                 # grf_mode="auto" is resolved at compile time; the driver gets the chosen mode's option.
-                "build_options": "" if emulated else ck.build_options(device.backend)}
+                "build_options": ck.build_options(device.backend)}
         if ck.debug_sites is not None:
             meta["debug_sites"] = ck.debug_sites
         cache.put(key, json.dumps(meta).encode())

@@ -4,6 +4,11 @@ The ``intel-opencl-rt`` wheel's ``.icd`` file names a placeholder path, so the l
 CPU device unless ``OCL_ICD_FILENAMES`` names ``<sys.prefix>/lib/libintelocl.so``. This must
 happen before dpctl (and with it the loader) is first imported; ``xejit/__init__`` imports this
 module first. A user's own ``OCL_ICD_FILENAMES`` is kept and ours appended.
+
+The runtime reads its ``CL_CONFIG_*`` variables once, when it loads: emulated GPU kernels are
+built with ``-cl-opt-disable`` (``codegen/emulation.py``), which keeps their subgroups only with
+``CL_CONFIG_CPU_O0_VECTORIZATION=True``, so it is set here unless the user set it. It changes no
+optimised build (every non-emulated one).
 """
 from __future__ import annotations
 
@@ -21,4 +26,9 @@ def expose_cpu_runtime() -> None:
         os.environ["OCL_ICD_FILENAMES"] = f"{current}:{CPU_RUNTIME}" if current else CPU_RUNTIME
 
 
+def configure_cpu_runtime() -> None:
+    os.environ.setdefault("CL_CONFIG_CPU_O0_VECTORIZATION", "True")
+
+
 expose_cpu_runtime()
+configure_cpu_runtime()
