@@ -26,9 +26,15 @@ def expose_cpu_runtime() -> None:
         os.environ["OCL_ICD_FILENAMES"] = f"{current}:{CPU_RUNTIME}" if current else CPU_RUNTIME
 
 
-def configure_cpu_runtime() -> None:
+def configure_cpu_runtime() -> bool:
+    """Whether the CPU runtime builds ``-cl-opt-disable`` subgroup kernels widened: the variable
+    is set and dpctl (which loads the runtime) was not imported before it was."""
+    loaded = "dpctl" in sys.modules
     os.environ.setdefault("CL_CONFIG_CPU_O0_VECTORIZATION", "True")
+    return not loaded and os.environ["CL_CONFIG_CPU_O0_VECTORIZATION"].lower() in ("true", "1")
 
 
 expose_cpu_runtime()
-configure_cpu_runtime()
+#: False when dpctl came first or the user turned it off: emulated kernels then take the
+#: optimising build (slower to build, never the crashing unwidened -O0 code).
+UNOPTIMISED_SUBGROUPS = configure_cpu_runtime()
