@@ -36,6 +36,7 @@ from .codegen.spirv import structure_problem
 from .codegen.targets import TARGETS
 from .errors import ArgumentValueError
 from .runtime import build_program, default_cache
+from .runtime._icd import UNOPTIMISED_SUBGROUPS
 from .runtime.cache import key_of
 from .runtime.device import default_device, device_for_queue
 from .runtime.launch import ARG_KINDS, _usm_owner, usm_memory
@@ -132,12 +133,15 @@ def compiled(kernel, module: Module, options: dict, device=None):
         meta = {"spv": base64.b64encode(spv).decode(), "name": ck.name, "signature": list(ck.signature),
                 "arg_plan": [list(p) for p in ck.arg_plan], "workgroup_size": list(ck.workgroup_size),
                 # grf_mode="auto" is resolved at compile time; the driver gets the chosen mode's option.
-                "build_options": "" if emulated else ck.build_options(device.backend)}
+                "build_options": ck.build_options(device.backend)}
         if ck.debug_sites is not None:
             meta["debug_sites"] = ck.debug_sites
         cache.put(key, json.dumps(meta).encode())
+    build_options = meta.get("build_options", "")
+    if emulated and not UNOPTIMISED_SUBGROUPS:
+        build_options = ""   # the runtime loaded before xejit could configure it: the optimising build
     prog = build_program(spv, device, validate=False,  # compile_kernel validated it
-                         options=meta.get("build_options", ""))
+                         options=build_options)
     rk = prog.kernel(meta["name"], tuple(meta["signature"]))
     got = (rk, tuple(meta["signature"]), [tuple(p) for p in meta["arg_plan"]], tuple(meta["workgroup_size"]))
     if "debug_sites" in meta:

@@ -1,14 +1,18 @@
 """compile_kernel: stages, report, ABI, dumps, errors (no device launches here)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
 import xejit
 import xejit.language as xl
+from xejit.codegen import emulation
 from xejit.codegen.compiler import CompilerError, compile_kernel
 from xejit.codegen.spirv import validate
 from xejit.device_launch import cache_key, expand_args
+from xejit.runtime import _icd
 
 from ..kernels import matmul, matmul_bias_relu, matmul_splitk, rowsum_convert, rowsum_layout, softmax
 
@@ -148,3 +152,14 @@ def test_generic_path_runs_its_pass_list_in_the_emission_worker(monkeypatch):
     validate(ck.spv)
     compile_kernel(_gemm_ir(), "pvc", emulate=True)
     assert sent[-1].startswith(";xejit-opt=O2\n")
+
+
+def test_emulated_kernels_are_built_unoptimised():
+    """The CPU driver builds an emulated kernel with the emulation's options (its optimising build
+    of the emulated attention backward took 12-18 s); a GPU build keeps its register-file option,
+    and the CPU runtime was configured to widen -O0 subgroup kernels (xejit came before dpctl)."""
+    emulated = compile_kernel(_gemm_ir(), "pvc", emulate=True, grf_mode="256")
+    assert emulated.build_options("opencl") == emulation.BUILD_OPTIONS == "-cl-opt-disable"
+    assert compile_kernel(_gemm_ir(), "pvc", grf_mode="256").build_options("opencl") == "-cl-intel-256-GRF-per-thread"
+    assert compile_kernel(_gemm_ir(), "generic").build_options("opencl") == ""
+    assert _icd.UNOPTIMISED_SUBGROUPS and os.environ["CL_CONFIG_CPU_O0_VECTORIZATION"] == "True"

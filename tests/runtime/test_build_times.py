@@ -21,8 +21,8 @@ GOAL_S = 5.0
 pytestmark = [pytest.mark.slow, requires_device]
 
 
-def _build_cpu_s(spv: bytes) -> float:
-    program.build_program(spv, cache=False)
+def _build_cpu_s(spv: bytes, options: str = "") -> float:
+    program.build_program(spv, cache=False, options=options)
     return program.build_stats.spirv_builds[-1][1]
 
 
@@ -37,20 +37,21 @@ def test_attention_candidates_build_in_seconds(kind, i):
     assert _build_cpu_s(ck.spv) <= GOAL_S
 
 
-# Not yet within the goal, so not pinned here: the emulated pvc dk/dv (5.5 s of CPU) and fp16
-# GEMM 32x64x32 (5.8 s; 8.5 s before the emulated DPAS loop), everything emulated on dg2 (its
-# gathers, lower_xegpu.py), the FMA fallback of examples/gemm.py under XEJIT_EMULATE=pvc, and
-# examples/softmax.py emulated (per-lane f16 gathers and scatters of its unaligned rows: the
-# driver's masked copy of a subgroup kernel tests and moves them lane by lane). The default suite
-# run with XEJIT_BUILD_LOG (load ~2, CPU s) also found: test_int8_dpas_a_operand_read_from_slm
-# [generic] 9.1, test_gemm_user_layouts[sgl2-sgd2] 6.5, test_gemm_1000_cubed[pvc-tile1] 6.2, and
-# examples/attention.py emulated pvc 6.0 / dg2 6.2 (docs/compiler.md: where the driver's time goes).
-@pytest.mark.parametrize("kind", ["fwd", "dq"])
-def test_emulated_pvc_attention_builds_in_seconds(kind):
-    """DPAS emulated as a loop in one out-of-line function, 2D block IO as loops (emulation.py)."""
-    cfg = ka.configs_for("pvc", kind, 64)[0]
-    ck = ka.compile_for(kind, "pvc", 64, "float16", cfg, causal=True, B=2, H=4, G=2, Sq=37, Sk=45, emulate=True)
-    assert _build_cpu_s(ck.spv) <= GOAL_S
+# Emulated kernels are built unoptimised (emulation.BUILD_OPTIONS; CPU s of the emulated attention
+# backward's driver build under load ~8: pvc dk/dv 12.4 -> 4.8, dg2 dk/dv 17.7 -> 4.6). The default
+# suite run with XEJIT_BUILD_LOG (load ~2, CPU s) had also found: test_int8_dpas_a_operand_read_from_slm
+# [generic] 9.1, test_gemm_user_layouts[sgl2-sgd2] 6.5, test_gemm_1000_cubed[pvc-tile1] 6.2
+# (docs/compiler.md: where the driver's time goes).
+# Quiet machine (load ~1), optimised -> unoptimised: pvc dk/dv 9.0 -> 3.5, dg2 dk/dv 10.7 -> 3.6
+# (116 KB of SPIR-V; 4.6-5.5 s unoptimised under load 8-10).
+@pytest.mark.parametrize("target,kind", [(t, k) for t in ("pvc", "dg2") for k in ("fwd", "dq", "dkdv")])
+def test_emulated_attention_builds_in_seconds(target, kind):
+    """DPAS emulated as a loop in one out-of-line function, 2D block IO as loops (emulation.py),
+    built with the emulation's build options, as ``XEJIT_EMULATE`` launches build it."""
+    cfg = ka.configs_for(target, kind, 64)[0]
+    ck = ka.compile_for(kind, target, 64, "float16", cfg, causal=True, B=2, H=4, G=2, Sq=37, Sk=45, emulate=True)
+    assert ck.build_options("opencl") == "-cl-opt-disable"
+    assert _build_cpu_s(ck.spv, ck.build_options("opencl")) <= GOAL_S
 
 
 def _example(name: str):
@@ -64,10 +65,21 @@ def _example(name: str):
 def test_softmax_example_builds_in_seconds():
     """examples/softmax.py's 8x128 f16 tile on the generic target (5.4 s before): its rows reduced
     by one transposing shuffle butterfly, the in-bounds f16 rows by 16-bit block reads and writes.
-    (Under XEJIT_EMULATE=pvc 5.0 s, dg2 4.3 s on a quiet machine, more under load: not pinned.)"""
+    (Emulated: see test_emulated_attention_example_builds_in_seconds.)"""
     x = np.zeros((1000, 97), np.float16)
     ck = _example("softmax").softmax_kernel.compile(x, x, 1000, BM=8, BN=128, target="generic")
     assert _build_cpu_s(ck.spv) <= GOAL_S
+
+
+def test_emulated_attention_example_builds_in_seconds():
+    """examples/attention.py as run (D = 64) under XEJIT_EMULATE=pvc (6.0 s optimised, quiet; 2.0 s
+    unoptimised under load ~10, 1.7 quiet). Not pinned (CPU s, optimised -> unoptimised in one
+    process, load ~1): the same example under dg2 (159 KB of SPIR-V: no block IO, gathers)
+    8.2 -> 4.9, and examples/softmax.py under pvc 8.0 -> 4.9 (under load ~10: 7.1 / 6.3)."""
+    att = _example("attention").flash_attention
+    q, o = np.zeros((4 * 100, 64), np.float32), np.zeros((100, 4 * 64), np.float32)
+    ck = att.compile(q, q.T, q, o, 100, 0.125, BM=4, BN=16, D=64, CAUSAL=True, DPAS=True, target="pvc", emulate=True)
+    assert _build_cpu_s(ck.spv, ck.build_options("opencl")) <= GOAL_S
 
 
 def test_autotune_repeat_kernel_builds_in_seconds():

@@ -28,7 +28,7 @@ from .. import options
 from ..ir.core import Function, Module, VectorType
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
-from . import intel_compiler, lower_xegpu, spirv
+from . import emulation, intel_compiler, lower_xegpu, spirv
 from .lower_generic import lower as lower_generic
 from .abi import kernel_abi
 from .passes import (CompilerError, cleanup, clone_function, distribute_to_subgroups, pipelining,
@@ -109,7 +109,10 @@ class CompiledKernel:
 
     def build_options(self, api: str) -> str:
         """The program-build options the runtime passes for this kernel through ``api``
-        (``"level_zero"`` or ``"opencl"``): the large register file when ``grf_mode`` is 256."""
+        (``"level_zero"`` or ``"opencl"``): the large register file when ``grf_mode`` is 256;
+        an emulated kernel's (CPU device) are ``emulation.BUILD_OPTIONS``."""
+        if self.options.get("emulate"):
+            return emulation.BUILD_OPTIONS
         rf = self.target.registers
         return rf.build_options(self.grf_mode, api) if rf is not None else ""
 

@@ -47,7 +47,7 @@ from .lowering_base import counted_loop
 from .targets import Target, check_block_shape
 
 __all__ = [
-    "DpasVariant", "BlockVariant", "emulated_name", "real_builtin_name", "IMPLEMENTATIONS",
+    "BUILD_OPTIONS", "DpasVariant", "BlockVariant", "emulated_name", "real_builtin_name", "IMPLEMENTATIONS",
     "declare_variant", "declare_dpas", "declare_block_load", "declare_block_store",
     "declare_block_prefetch", "dpas_flags",
 ]
@@ -58,6 +58,15 @@ VOID = bi.VOID
 GLOBAL = bi.GLOBAL
 PRIVATE = ir.PointerType()           # addrspace 0 = SPIR-V Function storage class
 V2I32 = ir.VectorType(I32, 2)
+
+#: The CPU driver's build options for an emulated kernel. Its optimising build of the emulated
+#: attention backward took 12-18 s of CPU (the vectorizer keeps each lane's vectors lane-major:
+#: most of the 76k-102k instructions were transposes and spills, docs/compiler.md); unoptimised it
+#: takes a third of that. Emulation proves results, so its run time matters less. The driver's
+#: -O0 build keeps subgroups (widening by the subgroup size) only with
+#: ``CL_CONFIG_CPU_O0_VECTORIZATION=True``, which ``runtime/_icd.py`` sets before the runtime loads:
+#: without it the emulated attention kernels crashed in the driver's scalar subgroup code.
+BUILD_OPTIONS = "-cl-opt-disable"
 
 _ELEM_BITS = {"tf32": 32, "bf16": 16, "fp16": 16, "int8": 8, "uint8": 8}
 _ACC_IR = {"f32": F32, "i32": I32}

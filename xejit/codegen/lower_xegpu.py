@@ -340,6 +340,8 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         """A private buffer of ``ty`` (an array [n x unit] becomes a unit* of n elements)."""
         if isinstance(ty, (ir.ArrayType, ir.VectorType)):
             a = self.alloca_b.alloca(ir.ArrayType(ty.element, ty.count))
+            # whole vectors are stored and loaded through it at their ABI alignment (up to 64 B)
+            a.align = 64
             return self.alloca_b.gep(a, [I32(0), I32(0)])
         return self.alloca_b.alloca(ty)
 

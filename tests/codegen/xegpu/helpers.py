@@ -59,6 +59,14 @@ def run_interp(fn, grid, args):
     Interpreter().run_grid(fn, grid, interp_args(fn, args))
 
 
+def _emulated_build_options() -> str:
+    """The emulation's build options, as device_launch passes them (none if the CPU runtime was
+    loaded before xejit could configure it for them)."""
+    from xejit.codegen import emulation
+    from xejit.runtime import _icd
+    return emulation.BUILD_OPTIONS if _icd.UNOPTIMISED_SUBGROUPS else ""
+
+
 def lower_pipelined(sg_fn, target: str, emulate: bool, stages: int = 3) -> dict:
     """``lower_xegpu.lower`` after the passes compile_kernel runs before it (layouts, cooperative
     prefetch ``stages`` ahead, distribution, cleanups) on a one-subgroup kernel function."""
@@ -73,7 +81,8 @@ def run_device(res, grid, args, target_sg):
     """Launch a lowered kernel (``lower_xegpu.lower`` result) on the CPU device."""
     from xejit.runtime import build_program
     spv = emit(res["module"], res["extensions"])
-    k = build_program(spv).kernel(res["xegpu_fn"].name, res["signature"])
+    # only emulated kernels run on the CPU device: built as XEJIT_EMULATE launches build them
+    k = build_program(spv, options=_emulated_build_options()).kernel(res["xegpu_fn"].name, res["signature"])
     block = [target_sg] + [1] * (len(grid) - 1)
     k.launch(tuple(grid), tuple(block), *expand_args(res["arg_plan"], list(args)))
     return spv
@@ -150,5 +159,6 @@ def check_result(case, tol):
 def run_compiled(ck, grid, args):
     """Launch a ``compile_kernel`` result on the CPU device."""
     from xejit.runtime import build_program
-    k = build_program(ck.spv).kernel(ck.name, ck.signature)
+    options = ck.build_options("opencl") if ck.options.get("emulate") else ""
+    k = build_program(ck.spv, options=options if _emulated_build_options() else "").kernel(ck.name, ck.signature)
     k.launch(tuple(grid), ck.block(len(grid)), *expand_args(ck.arg_plan, list(args)))
