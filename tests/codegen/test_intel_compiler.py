@@ -24,6 +24,22 @@ def _gemm_args(dtype=F16, M=4096, N=4096, K=4096, acc=np.float32):
     return (np.empty((M, K), dtype), np.empty((K, N), dtype), np.empty((M, N), acc), M, N, K)
 
 
+def _model_pick(monkeypatch, target: str, args: tuple, kw: dict):
+    """The untimed pick of xejit.matmul's tuner for ``args`` (a, b, c, M, N, K) on ``target``, by
+    the resource model alone: the compiler's prune is skipped (it builds every config), so the
+    caller builds the pick and checks what that prune checks (no spill, no private memory)."""
+    import importlib
+    mm = importlib.import_module("xejit.matmul")
+    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
+    monkeypatch.setattr(mm, "_TUNERS", {})
+    a, b, c, M, N, K = args
+    tuner = mm.gemm_tuner(target)
+    monkeypatch.setattr(tuner, "_prune_by_compiler", lambda keep, pruned, *_: (keep, pruned))
+    keep, _ = tuner.prune(tuner._named((a, b, c, c, M, N, K), kw), kw, target=target)
+    assert len(keep) == 1, keep
+    return keep[0]
+
+
 # --- the ISA reader, as text -------------------------------------------------------------------
 
 LISTING = """
@@ -343,20 +359,10 @@ def test_decode_configs_reach_four_instructions_per_dpas(target):
 @pytest.mark.parametrize("dtype", ["fp16", "int8"])
 @pytest.mark.parametrize("target", ["pvc", "bmg"])
 def test_library_decode_pick_reaches_four_instructions_per_dpas(target, dtype, monkeypatch):
-    import importlib
-    mm = importlib.import_module("xejit.matmul")
-    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
-    monkeypatch.setattr(mm, "_TUNERS", {})
     np_t, acc_t, acc, k = {"fp16": (F16, np.float32, f32, 16), "int8": (np.int8, np.int32, i32, 32)}[dtype]
     a, b, c, M, N, K = _gemm_args(np_t, M=8, acc=acc_t)
-    tuner = mm.gemm_tuner(target)
-    # The compiler's prune is skipped here (it builds every config): the pick is built below and
-    # must pass what that prune checks (no spill, no private memory), or the test fails.
-    monkeypatch.setattr(tuner, "_prune_by_compiler", lambda keep, pruned, *_: (keep, pruned))
     kw = {"ACC": acc, "HAS_BIAS": False, "ACT": None}
-    keep, _ = tuner.prune(tuner._named((a, b, c, c, M, N, K), kw), kw, target=target)
-    assert len(keep) == 1, keep
-    pick = keep[0]
+    pick = _model_pick(monkeypatch, target, (a, b, c, M, N, K), kw)
     assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 64, 8), pick
     ck = gemm_kernel.compile(a, b, c, c, M, N, K, target=target, **kw, **pick.all_kwargs())
     bin_ = ck.device_binary
@@ -372,18 +378,10 @@ def test_library_decode_pick_reaches_four_instructions_per_dpas(target, dtype, m
 # reads and a payload per transposed load, docs/compiler.md).
 @pytest.mark.parametrize("target,bound", [("pvc", 5.15), ("bmg", 3.9)])
 def test_int8_column_major_b_decode_pick_prefetches_in_plain_blocks(target, bound, monkeypatch):
-    import importlib
-    mm = importlib.import_module("xejit.matmul")
-    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
-    monkeypatch.setattr(mm, "_TUNERS", {})
     a, _, c, M, N, K = _gemm_args(np.int8, M=8, acc=np.int32)
     b = np.empty((N, K), np.int8).T
-    tuner = mm.gemm_tuner(target)
-    monkeypatch.setattr(tuner, "_prune_by_compiler", lambda keep, pruned, *_: (keep, pruned))
     kw = {"ACC": i32, "HAS_BIAS": False, "ACT": None}
-    keep, _ = tuner.prune(tuner._named((a, b, c, c, M, N, K), kw), kw, target=target)
-    assert len(keep) == 1, keep
-    pick = keep[0]
+    pick = _model_pick(monkeypatch, target, (a, b, c, M, N, K), kw)
     assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 64, 8), pick
     bin_ = gemm_kernel.compile(a, b, c, c, M, N, K, target=target, **kw, **pick.all_kwargs()).device_binary
     assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
@@ -460,10 +458,6 @@ LNL_PICKS = {
 @pytest.mark.parametrize("target,dtype,M,col_b", list(BF16_TF32_PICKS) + [
     pytest.param(*k, marks=pytest.mark.slow) for k in LNL_PICKS])
 def test_bf16_and_tf32_picks_reach_the_goals(target, dtype, M, col_b, monkeypatch):
-    import importlib
-    mm = importlib.import_module("xejit.matmul")
-    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
-    monkeypatch.setattr(mm, "_TUNERS", {})
     if dtype == "bf16":
         import torch
         a, b, c = (torch.empty(s, dtype=torch.bfloat16) for s in ((M, 4096), (4096, 4096), (M, 4096)))
@@ -473,11 +467,7 @@ def test_bf16_and_tf32_picks_reach_the_goals(target, dtype, M, col_b, monkeypatc
         a, b, c, *_ = _gemm_args(np.float32, M=M)
         b = np.empty((4096, 4096), np.float32).T if col_b else b
         kw = {"ACC": f32, "HAS_BIAS": False, "ACT": None, "PRECISION": "tf32"}
-    tuner = mm.gemm_tuner(target)
-    monkeypatch.setattr(tuner, "_prune_by_compiler", lambda keep, pruned, *_: (keep, pruned))
-    keep, _ = tuner.prune(tuner._named((a, b, c, c, M, 4096, 4096), kw), kw, target=target)
-    assert len(keep) == 1, keep
-    pick = keep[0]
+    pick = _model_pick(monkeypatch, target, (a, b, c, M, 4096, 4096), kw)
     want, dpas, bound = {**BF16_TF32_PICKS, **LNL_PICKS}[target, dtype, M, col_b]
     assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == want, pick
     bin_ = gemm_kernel.compile(a, b, c, c, M, 4096, 4096, target=target, **kw, **pick.all_kwargs()).device_binary
@@ -793,23 +783,13 @@ DG2_DECODE_PICKS = {("fp16", False): ((8, 256, 32, 8), 32, 6.2), ("fp16", True):
 
 
 def _dg2_decode_pick(dtype: str, col_b: bool, monkeypatch):
-    import importlib
-    mm = importlib.import_module("xejit.matmul")
     from xejit.ir.core import i32
-    monkeypatch.setenv("XEJIT_MATMUL_TUNE", "0")
-    monkeypatch.setattr(mm, "_TUNERS", {})
     el, acc, out = {"fp16": (F16, f32, np.float32), "int8": (np.int8, i32, np.int32)}[dtype]
     a, b, c, M, N, K = _gemm_args(el, M=8, acc=out)
     if col_b:
         b = np.empty((N, K), el).T
-    tuner = mm.gemm_tuner("dg2")
-    # the compiler's prune is skipped (it builds every config): the pick is built by the caller
-    # and must pass what that prune checks (no spill, no private memory)
-    monkeypatch.setattr(tuner, "_prune_by_compiler", lambda keep, pruned, *_: (keep, pruned))
     kw = {"ACC": acc, "HAS_BIAS": False, "ACT": None}
-    keep, _ = tuner.prune(tuner._named((a, b, c, c, M, N, K), kw), kw, target="dg2")
-    assert len(keep) == 1, keep
-    return keep[0], (a, b, c, M, N, K), kw
+    return _model_pick(monkeypatch, "dg2", (a, b, c, M, N, K), kw), (a, b, c, M, N, K), kw
 
 
 def _dg2_build(cfg, args, kw):
