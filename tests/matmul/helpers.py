@@ -1,6 +1,8 @@
 """Inputs, references and tolerances for the matmul tests (DESIGN.md "How correctness is established")."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import torch
 
@@ -59,3 +61,17 @@ def reference(a, b, bias=None, activation=None) -> np.ndarray:
     elif activation == "gelu_tanh":
         r = 0.5 * r * (1 + np.tanh(np.sqrt(2 / np.pi) * (r + 0.044715 * r ** 3)))
     return r
+
+
+def spy_gemv_calls(monkeypatch, name: str) -> list:
+    """The (M, N, K) of every call of ``xejit.matmul.<name>`` (a skinny-GEMM entry taking a, b
+    first), recorded while the real function runs."""
+    xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
+    seen = []
+    real = getattr(xm, name)
+
+    def spy(a, b, *rest):
+        seen.append((a.shape[0], b.shape[1], a.shape[1]))
+        return real(a, b, *rest)
+    monkeypatch.setattr(xm, name, spy)
+    return seen

@@ -13,7 +13,7 @@ import xejit
 import xejit.language as xl
 from tests.matmul.backend import heavy_on_device, requires_device
 from tests.helpers import check as check_array, f64, poisoned as poisoned_array, rand as rand_array
-from tests.matmul.helpers import check, poisoned, rand, reference
+from tests.matmul.helpers import spy_gemv_calls, check, poisoned, rand, reference
 from xejit.kernels.gemm import GEMV_TILES, gemv_kernel
 
 N, K = 300, 333      # K*N above the skinny threshold; not multiples of BN, BK or the K slice
@@ -24,14 +24,7 @@ xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
 @pytest.fixture
 def gemv_calls(monkeypatch):
     """The (M, N, K) of every call that took the skinny kernel."""
-    seen = []
-    real = xm._gemv
-
-    def spy(a, b, *rest):
-        seen.append((a.shape[0], b.shape[1], a.shape[1]))
-        return real(a, b, *rest)
-    monkeypatch.setattr(xm, "_gemv", spy)
-    return seen
+    return spy_gemv_calls(monkeypatch, "_gemv")
 
 
 def _result_dtype(dtype):

@@ -4,23 +4,18 @@ the accumulator's dtype they keep the tuned GEMM. Results against float64 refere
 poisoned."""
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
 import xejit
 from tests.matmul.backend import requires_device
-from tests.matmul.helpers import check, rand, reference
+from tests.matmul.helpers import spy_gemv_calls, check, rand, reference
 from tests.runtime.dlpack_exporter import OneAPIArray, device_array
 from xejit.runtime import default_device
 
 pytestmark = requires_device
 
 N, K = 301, 333      # K*N above the skinny threshold; N, K not multiples of the tiles or BK
-
-xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
-
 
 @pytest.fixture
 def q():
@@ -30,14 +25,7 @@ def q():
 @pytest.fixture
 def direct_calls(monkeypatch):
     """The (M, N, K) of every call that stored gemv_kernel's sums straight into a device result."""
-    seen = []
-    real = xm._gemv_direct
-
-    def spy(a, b, *rest):
-        seen.append((a.shape[0], b.shape[1], a.shape[1]))
-        return real(a, b, *rest)
-    monkeypatch.setattr(xm, "_gemv_direct", spy)
-    return seen
+    return spy_gemv_calls(monkeypatch, "_gemv_direct")
 
 
 def _poisoned(shape, dtype, q) -> OneAPIArray:
