@@ -120,7 +120,10 @@ class CompiledKernel:
         """The workgroup size for a grid of ``grid_rank`` axes (runtime launch's ``block``)."""
         return self.workgroup_size[:max(1, grid_rank)]
 
-    def estimated_registers(self) -> str:
+    def estimated_registers(self, measured_spill: int | None = None) -> str:
+        """The static estimate of the registers the subgroup's live tiles take. It counts each
+        tile whole, so it is an upper bound where the lowering streams a tile's K-blocks: with
+        ``measured_spill`` (Intel's compiler's figure) a 0 says so instead of predicting spills."""
         sg = self.target.subgroup_size
         total = self.regs_bytes_per_lane * sg
         rf = self.target.registers
@@ -130,7 +133,10 @@ class CompiledKernel:
         grf = rf.large_grf_count if self.grf_mode == "256" and rf.large_grf_count else rf.count
         need = -(-total // rf.bytes_each)
         text = f"~{total} B of tile data per subgroup = {need} of {grf} registers ({rf.bytes_each} B each)"
-        if need > grf:
+        if need > grf and measured_spill == 0:
+            text += ("; above the register file as counted (each tile whole), yet Intel's compiler "
+                     "spills nothing (figures below)")
+        elif need > grf:
             text += "; EXCEEDS the register file: expect spills"
             if rf.large_grf_count and grf < rf.large_grf_count and need <= rf.large_grf_count:
                 text += f" (grf_mode='256' gives {rf.large_grf_count})"
@@ -144,13 +150,19 @@ class CompiledKernel:
         lines += [f"  {n:6d}  {k}" for k, n in sorted(self.instructions.items())] or ["  (none)"]
         lines.append("fallbacks:")
         lines += [f"  {f}" for f in self.fallbacks] or ["  none"]
-        lines.append(f"registers: {self.estimated_registers()}")
+        lines.append(f"registers: {self.estimated_registers(self._measured_spill())}")
         if self.slm_bytes:
             lines.append(f"SLM: {self.slm_bytes} B per workgroup")
         lines += self._device_report()
         lines.append("stage times: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.timings.items()))
         return "\n".join(lines)
 
+
+    def _measured_spill(self) -> int | None:
+        """Intel's compiler's spill bytes, or None where it has not built / cannot build this kernel."""
+        if not self.has_device_binary or (self._binary is None and intel_compiler.find_toolchain() is None):
+            return None
+        return self.device_binary.spill_bytes
 
     def _device_report(self) -> list[str]:
         if not self.has_device_binary:
