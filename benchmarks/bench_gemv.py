@@ -13,18 +13,12 @@ the OpenCL runtime's worker thread shares the work with the launching thread, wh
 work-groups itself while it waits.
 Run: ``python benchmarks/bench_gemv.py [--M 1 8] [--N 2048] [--K 2048] [--rounds 9]`` (prints the
 M = 1 and M = 8 ratios to numpy); one runtime thread: ``CL_CONFIG_CPU_TBB_NUM_WORKERS=1
-OPENBLAS_NUM_THREADS=1`` (per-core rate). ``--busy-neighbour`` runs a lowest-priority busy loop
-(``nice 19``) in another process during the measurement, so no core of the machine goes idle: on a
-quiet VM, whether the kernel's time depends on waking the runtime's worker thread on an idle
-(halted) vCPU -- OpenBLAS's threads spin between calls, the OpenCL runtime's TBB worker sleeps
-(docs/autotune-and-matmul.md, "Where a decode GEMV's time goes").
+OPENBLAS_NUM_THREADS=1`` (per-core rate).
 """
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -97,21 +91,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--settle", type=float, default=0.2,
                     help="seconds of sleep before each series: numpy's threads spin after its last call and "
                          "slowed a series right after it by up to 1.5x")
-    ap.add_argument("--busy-neighbour", action="store_true",
-                    help="a nice-19 busy loop in another process while measuring (no idle core)")
     args = ap.parse_args(argv)
-    neighbour = None
-    if args.busy_neighbour:
-        neighbour = subprocess.Popen([sys.executable, "-c", "import os\nos.nice(19)\nwhile True: pass"])
-    try:
-        return _run(args)
-    finally:
-        if neighbour is not None:
-            neighbour.kill()
-            neighbour.wait()
-
-
-def _run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for M in args.M:
         reps = args.reps or max(10, 400 // M)
