@@ -34,7 +34,7 @@ import functools
 import itertools
 import os
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -412,6 +412,32 @@ def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
     return True
 
 
+class _GemvGeometry(NamedTuple):
+    """How gemv_kernel covers an M x N x K skinny GEMM: its grid (K slices, column panels), the
+    rows of a K slice (a multiple of BK), the columns of a panel (a multiple of BN), the first
+    panel's start (<= 0) and the constexprs (tile, rows a step) of M."""
+    grid: tuple[int, int]
+    ks: int
+    width: int
+    n0: int
+    meta: dict
+
+
+def _gemv_geometry(M: int, N: int, K: int, slices: int, panels: int, n0: int) -> _GemvGeometry:
+    """gemv_kernel's cover of ``M x N x K`` in about ``slices`` K slices and ``panels`` column
+    panels starting at column ``n0`` (the one home of the tile and panel arithmetic)."""
+    bn, rb = GEMV_TILES[M]
+    bk = GEMV_BK[M]
+    ks = cdiv(cdiv(K, slices), bk) * bk
+    width = cdiv(cdiv(N - n0, panels), bn) * bn
+    return _GemvGeometry((cdiv(K, ks), cdiv(N - n0, width)), ks, width, n0, {"BM": M, "BN": bn, "BK": bk, "RB": rb})
+
+
+def _launch_gemv(a: Any, b: Any, p: Any, acc: Any, g: _GemvGeometry) -> None:
+    """gemv_kernel over ``g``: ``p``'s row block s (M rows) gets K slice s of ``a @ b``."""
+    gemv_kernel[g.grid](a, b, p, b.shape[1], a.shape[1], g.ks, g.width, g.n0, ACC=acc, **g.meta)
+
+
 #: column panels (programs) of gemv_kernel writing a device result directly (one K slice each).
 #: xejit.matmul on DLPack device arrays, fp32, 2048x2048 b, one process, 5 interleaved rounds of
 #: 30 calls, loaded VM, CPU ms per call (median / min): M=1 tuned gemm_kernel 3.91 / 3.08, panels
@@ -439,13 +465,7 @@ def _gemv_direct_applies(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation
 def _gemv_direct(a: Any, b: Any, c: Any, acc: Any) -> None:
     """``c = a @ b`` by gemv_kernel, one program per column panel over the whole K (tails past K
     are masked loads of zeros), storing its sums straight into ``c``."""
-    M, K = a.shape
-    N = b.shape[1]
-    bn, rb = GEMV_TILES[M]
-    bk = GEMV_BK[M]
-    width = cdiv(cdiv(N, GEMV_DIRECT_PANELS), bn) * bn
-    gemv_kernel[(1, cdiv(N, width))](a, b, c, N, K, cdiv(K, bk) * bk, width, 0, BM=M, BN=bn, BK=bk, RB=rb,
-                                     ACC=acc)
+    _launch_gemv(a, b, c, acc, _gemv_geometry(a.shape[0], b.shape[1], a.shape[1], 1, GEMV_DIRECT_PANELS, 0))
 
 
 #: gemv_kernel shifts its column tiles onto b's cache lines for M (rounded up to a power of two)
@@ -495,17 +515,11 @@ def _gemv_partials(a: Any, b: Any, acc: Any) -> np.ndarray:
     the K slices' partial sums, [slices * M, N] in this thread's scratch buffer."""
     M, K = a.shape
     N = b.shape[1]
-    bn, rb = GEMV_TILES[M]
-    bk = GEMV_BK[M]
-    ks = cdiv(cdiv(K, GEMV_SLICES), bk) * bk
-    slices = cdiv(K, ks)
-    n0 = _aligning_shift(b, 1 << max(M - 1, 0).bit_length())
-    width = cdiv(cdiv(N - n0, GEMV_PANELS), bn) * bn
+    g = _gemv_geometry(M, N, K, GEMV_SLICES, GEMV_PANELS, _aligning_shift(b, 1 << max(M - 1, 0).bit_length()))
     addr = _address(b)
-    p = _scratch("gemv", slices * M, N, np.int32 if acc == xl.int32 else np.float32, pitch=N + _GEMV_P_PAD,
+    p = _scratch("gemv", g.grid[0] * M, N, np.int32 if acc == xl.int32 else np.float32, pitch=N + _GEMV_P_PAD,
                  at=None if addr is None else (addr + _GEMV_P_GAP) % 4096)   # every element written
-    gemv_kernel[(slices, cdiv(N - n0, width))](a, b, p, N, K, ks, width, n0, BM=M, BN=bn, BK=bk, RB=rb,
-                                               ACC=acc)
+    _launch_gemv(a, b, p, acc, g)
     return p
 
 
