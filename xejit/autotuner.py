@@ -204,7 +204,7 @@ def _a_staged(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_bits: int, b
     if col_b:
         return decode_a_staged(BM, sm, BK, a_bits, nsg, t.subgroup_size)
     if column_parity(sm, sn // t.dpas.n, b_bits):
-        return decode_spread_staged(BM, sm, BK, k, nsg, t.subgroup_size)
+        return decode_spread_staged(BM, sm, BK, k, nsg, t.subgroup_size, b_bits)
     return None
 
 
@@ -324,7 +324,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     if t.block_io is None and t.dpas is not None and op_k and \
             _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t.bitwidth, nsg, col_b):
         # decode's A panel (column-major B) or A^T spread (column parity), two buffers (decode_slm.py)
-        slm = 2 * BM * BK * a_t.itemsize if col_b else 2 * 4 * (BK // op_k) * 256
+        slm = 2 * BM * BK * a_t.itemsize if col_b else 2 * (32 // b_t.bitwidth) ** 2 * (BK // op_k) * 256
     out["slm_bytes"] = slm
     if t.slm_bytes is not None and slm > t.slm_bytes:
         problems.append(f"the staged B panel needs {slm} B of shared local memory, {t.name} has {t.slm_bytes}")

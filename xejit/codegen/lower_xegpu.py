@@ -1909,10 +1909,12 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         saved = {id(v): self.env[id(v)] for v in inits}
         for v in inits:
             self.env[id(v)] = self.transpose8(saved[id(v)])
-        for pe, po in plan.pairs:       # column-parity accumulators (parity_dpas.py)
-            ve, vo = op.operands[3 + pe], op.operands[3 + po]
-            if not (_is_splat(self.env[id(ve)]) and _is_splat(self.env[id(vo)])):   # (a splat is its own split)
-                self.env[id(ve)], self.env[id(vo)] = parity_split(self.b, self.env[id(ve)], self.env[id(vo)])
+        for group in plan.pairs:       # column-parity accumulators (parity_dpas.py)
+            vs = [op.operands[3 + q] for q in group]
+            # (one splat for the whole group is its own split)
+            if not (all(_is_splat(self.env[id(x)]) for x in vs) and len({str(self.env[id(x)]) for x in vs}) == 1):
+                for x, e in zip(vs, parity_split(self.b, [self.env[id(x)] for x in vs])):
+                    self.env[id(x)] = e
         self.tplan, self.parity_pending = plan, {}
         try:
             results = self._lower_for(op, steps, reads_in_bounds={i: in_bounds for i in reads})
@@ -1921,8 +1923,9 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             self.env.update(saved)
         if self.parity_pending:
             raise CompilerError("a column-parity DPAS without its pair")
-        for pe, po in plan.pairs:
-            results[pe], results[po] = parity_join(self.b, results[pe], results[po])
+        for group in plan.pairs:
+            for q, x in zip(group, parity_join(self.b, [results[q] for q in group])):
+                results[q] = x
         if in_bounds:
             self.instructions["k-loop computing C^T = B^T A^T (per-lane row loads)"] += 1
         return results
