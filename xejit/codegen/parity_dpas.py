@@ -215,8 +215,9 @@ class ParityDpas:
         e = [b.bitcast(waiting[q][1], ct) for q in range(v)]
         for unit in range(v):
             rows = b.bitcast(self.parity_b_rows(tb, chunk, unit), at)
+            spreads = [b.bitcast(self.parity_a_spread(ta, unit, p), bt) for p in range(v)]
             for p in range(v):
-                e[p] = bi.call(b, f, [rows, b.bitcast(self.parity_a_spread(ta, unit, p), bt), e[p]])
+                e[p] = bi.call(b, f, [rows, spreads[p], e[p]])
                 self.instructions["dpas (column parity: 1 / v of the columns, 8 rows of K)"] += 1
         rt = self.vec_ty(op.result.type)
         for q in range(v):
