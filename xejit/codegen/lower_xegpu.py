@@ -1859,6 +1859,8 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         ok = self.decode_reads_ok(dp, reads, lb, ub, step) if dp is not None else None
         if ok is None:
             dp = None
+        if plan is not None and plan.pairs and dp is None and len(plan.pairs[0]) > 2:
+            plan.pairs = []      # 8-bit B by parity only with the spread staged (needs_staged_spread)
         for td, dr, dc in reads.values() if dp is None else ():
             # B staged in SLM: the workgroup's panels, one version for all its subgroups (barriers)
             c = self.panel_reads_ok(td, lb, ub, step, dr, dc) if sp else self.loop_reads_ok(td, lb, ub, step, dr, dc)

@@ -56,6 +56,14 @@ def column_parity(a_rows: int, b_blocks: int, bits: int) -> bool:
     return bits in (16, 8) and a_rows == 8 and b_blocks >= MIN_BLOCKS and b_blocks % ways(bits) == 0
 
 
+def needs_staged_spread(bits: int) -> bool:
+    """8-bit B takes column parity only with the A^T spread staged in SLM (``decode_slm.py``;
+    else B^T is packed): on registers its spread (about 26 instructions a word of A, 208 a
+    K-block) costs more than the packing it saves (5 a word of B^T, 160 a K-block of 8x32 tiles)
+    (also the autotuner's rule)."""
+    return ways(bits) > 2
+
+
 def _concat(b: ir.IRBuilder, vs: list) -> ir.Value:
     """The 8-element vectors ``vs`` (2 or 4) as one vector."""
     n = vs[0].type.count

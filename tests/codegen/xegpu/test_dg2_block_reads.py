@@ -288,3 +288,17 @@ def test_int8_row_major_decode_by_column_parity(monkeypatch, tile, shape):
     use_mode(monkeypatch, "dg2")
     gemm_kernel[(xejit.cdiv(M, cfg.kwargs["BM"]), xejit.cdiv(N, cfg.kwargs["BN"]))](a, b, a, c, M, N, K, **kw)
     np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+
+
+@pytest.mark.parametrize("dtype,parity", [("i8", False), ("f16", True)])
+def test_column_parity_unstaged_only_for_16_bit_b(dtype, parity):
+    """A single-subgroup decode tile (nothing to share: the A^T spread is not staged) takes column
+    parity with 16-bit B (its spread on registers) and packs 8-bit B^T (a spread on registers
+    would cost more than the packing: parity_dpas.needs_staged_spread)."""
+    cfg = _config(8, 32, 32, 1)
+    et, ct, kw = (np.int8, np.int32, {"ACC": i32}) if dtype == "i8" else (np.float16, np.float16, {})
+    a, b, c = np.empty((8, 256), et), np.empty((256, 256), et), np.empty((8, 256), ct)
+    ck = gemm_kernel.compile(a, b, a, c, 8, 256, 256, target="dg2", **cfg.kwargs, **kw,
+                             num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    got = bool(ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"))
+    assert got == parity, dict(ck.instructions)
