@@ -263,7 +263,8 @@ def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
 
 @pytest.mark.parametrize("tile,shape", [
     ((8, 256, 32), (8, 512, 128)),       # in bounds: the staged spread, 4 k-steps (two loop pairs)
-    ((8, 256, 32), (8, 256, 96)),        # 3 k-steps: the paired loop leaves between its copies
+    # 3 k-steps: the paired loop leaves between its copies (fp16's case above takes that path)
+    pytest.param((8, 256, 32), (8, 256, 96), marks=pytest.mark.slow),
     ((8, 256, 32), (8, 300, 128)),       # an N edge with K in bounds (one version a workgroup)
     ((8, 256, 32), (6, 270, 100)),       # M / N edges and a K tail: the cold version's spread
     ((8, 512, 32, 16), (8, 512, 64)),    # 16 subgroups, 8 words of A's row a k-step: idle ones
