@@ -51,7 +51,7 @@ from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.block_read_costs import kstep_costs
 from .codegen.decode_slm import decode_a_staged, decode_spread_staged
-from .codegen.parity_dpas import column_parity
+from .codegen.parity_dpas import column_parity, needs_staged_spread
 from .codegen.intel_compiler import find_toolchain
 from .codegen.passes.blocking import operand_plan
 from .codegen.passes.layout_propagation import mma_layout
@@ -204,7 +204,7 @@ def _a_staged(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_bits: int, b
     if col_b:
         return decode_a_staged(BM, sm, BK, a_bits, nsg, t.subgroup_size)
     if column_parity(sm, sn // t.dpas.n, b_bits):
-        return decode_spread_staged(BM, sm, BK, k, nsg, t.subgroup_size)
+        return decode_spread_staged(BM, sm, BK, k, nsg, t.subgroup_size, b_bits)
     return None
 
 
@@ -286,7 +286,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             kw, kb = min(BK, 512 // a_t.bitwidth), min(BK, 32)
             extra = 2 * _share_words(t, BK, BN, nsg, b_t.bitwidth) * 4 * t.subgroup_size
         elif t.block_io is None and t.dpas is not None and op_k and not col_b and \
-                column_parity(sm, sn // t.dpas.n, b_t.bitwidth):
+                column_parity(sm, sn // t.dpas.n, b_t.bitwidth) and (not needs_staged_spread(b_t.bitwidth) or _a_staged(
+                    t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t.bitwidth, nsg, col_b)):
             # row-major B by column parity (codegen/parity_dpas.py): B's rows are read at their
             # DPAS, one K-block's at a time, next to the A^T spread of that K-block (32 registers).
             # acm-g10: 8x32 tiles build with 0 spill at BK=16 and 32 (32 + 16 + 32 + 32 = 112 of
@@ -324,7 +325,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     if t.block_io is None and t.dpas is not None and op_k and \
             _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t.bitwidth, nsg, col_b):
         # decode's A panel (column-major B) or A^T spread (column parity), two buffers (decode_slm.py)
-        slm = 2 * BM * BK * a_t.itemsize if col_b else 2 * 4 * (BK // op_k) * 256
+        slm = 2 * BM * BK * a_t.itemsize if col_b else 2 * (32 // b_t.bitwidth) ** 2 * (BK // op_k) * 256
     out["slm_bytes"] = slm
     if t.slm_bytes is not None and slm > t.slm_bytes:
         problems.append(f"the staged B panel needs {slm} B of shared local memory, {t.name} has {t.slm_bytes}")
@@ -338,7 +339,9 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         out.update(registers=regs, register_limit=limit)
         if regs > limit:
             acc_r, a_r, b_r, x_r = (math.ceil(p / rf.bytes_each) for p in parts)
-            spread = t.block_io is None and op_k and not col_b and column_parity(sm, sn // t.dpas.n, b_t.bitwidth)
+            spread = t.block_io is None and op_k and not col_b and column_parity(sm, sn // t.dpas.n, b_t.bitwidth) \
+                and (not needs_staged_spread(b_t.bitwidth) or _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth,
+                                                                        b_t.bitwidth, nsg, col_b))
             what = "column-major B gathered" if col_b else "A^T spread" if spread else "B^T packed"
             more = f", {what}: {x_r}" if x_r else ""
             problems.append(

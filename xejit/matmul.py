@@ -244,10 +244,11 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     plus the k-step's packing of B^T on registers, the staged panel's barrier and its loop
     control, which take the place of the tile term's 4 / BK. For 8x4096x4096 this picks the
     best-measured decode configs (acm-g10): fp16 8x256x32/8sg (8x32 subgroup tiles, row-major B by
-    column parity: 8.38 instructions per DPAS issued, 16.75 per DPAS of work; column-major 9.88)
-    over 8x256x32/16sg (8x16 tiles, 26.5 / 16.5), which the 4 / BK term picked; int8
-    8x256x32/8sg (50.25 / 11.25). DPAS beyond the work (column parity) count as other
-    instructions, not as DPAS."""
+    column parity with the A^T spread staged in SLM: 5.62 instructions per DPAS issued, 11.25 per
+    DPAS of work; column-major 9.88) over 8x256x32/16sg (8x16 tiles, 26.5 / 16.5), which the
+    4 / BK term picked; int8 8x256x32/8sg (row-major by byte parity 6.75 issued, 27.0 per DPAS of
+    work / 11.25). DPAS beyond the work (column parity) count as other instructions, not as
+    DPAS."""
     cores = os.cpu_count() or 1
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
     padded = wgs * BM * BN * max(int(K), 1)

@@ -777,9 +777,13 @@ def test_lnl_and_ptl_picks_reach_the_goals(target, dtype, col_b, M, bm, bn, bk, 
 # 17.0; int8 8x256x32/8sg 11.25 -> 9.0 (the pick), 8x128x32/8sg 14.25, 8x256x32/16sg 16.0.
 # Row-major fp16 B by column parity with the A^T spread staged in SLM (decode_slm.py): 8x256x32/8sg
 # 8.38 -> 6.12 per DPAS issued (32 DPAS for 16 of work: 12.25 per DPAS of work; the pick),
-# 8x256x16/8sg 9.25 -> 8.06.
-DG2_DECODE_PICKS = {("fp16", False): ((8, 256, 32, 8), 32, 6.2), ("fp16", True): ((8, 256, 32, 8), 16, 8.0),
-                    ("int8", False): ((8, 256, 32, 8), 4, 66.5), ("int8", True): ((8, 256, 32, 8), 8, 9.1)}
+# 8x256x16/8sg 9.25 -> 8.06; with each work item making all parities of its words (constant
+# shifts): 5.62 (11.25 per DPAS of work; 180 instructions for two k-steps), 8x256x16/8sg 6.31.
+# Row-major int8 B by byte parity (four DPAS a packed one's work), the spread staged likewise:
+# 8x256x32/8sg 50.25 (B^T packed, 4 DPAS a k-step) -> 6.75 per DPAS issued (216 instructions,
+# 32 DPAS for two k-steps of 4 DPAS of work: 27.0 per DPAS of work; the pick).
+DG2_DECODE_PICKS = {("fp16", False): ((8, 256, 32, 8), 32, 5.7), ("fp16", True): ((8, 256, 32, 8), 16, 8.0),
+                    ("int8", False): ((8, 256, 32, 8), 32, 6.8), ("int8", True): ((8, 256, 32, 8), 8, 9.1)}
 
 
 def _dg2_decode_pick(dtype: str, col_b: bool, monkeypatch):
@@ -844,14 +848,15 @@ def test_dg2_perf_model_counts_the_block_read_plan():
         e = estimate_gemm("dg2", 8, bn, bk, nsg, "default", a, b, a, i32 if dtype is np.int8 else f32)
         return e["dpas_per_kstep"], e["loads_per_kstep"], e["other_per_kstep"]
 
-    # 8x32 tiles: B unpacked by column parity -- a lane-row load per 16 columns and 8 rows of K,
-    # 4 DPAS more than the work; the A^T spread staged by the workgroup (decode_slm.py): 4 SLM
-    # loads a K-block in place of the A^T load, the subgroup's staged operand (a row load and an
-    # SLM store, 16 instructions) and the barrier
-    assert figures(F16, 256, 16, 8) == (4, 2 * 2 + 4 + 2, 4 + 4 + 16 + 5)     # BK 16
-    assert figures(F16, 256, 32, 8) == (8, 2 * 2 * 2 + 8 + 2, 4 + 8 + 16 + 5)  # BK 32
-    assert figures(F16, 256, 32, 16) == (4, 2 + 2 * 1 * 2, 4 + 4 * 8 * 2)     # 8x16, BK 32
-    assert figures(np.int8, 256, 32, 8) == (4, 1 + 4 * 2, 4 + 4 * 8 * 5)
+    # 8x32 tiles: B unpacked by column parity (v = 2 parities fp16, 4 int8) -- a lane-row load
+    # per 8 v columns and 8 rows of K, (v - 1) x the work's DPAS more; the A^T spread staged by
+    # the workgroup (decode_slm.py): v x v SLM loads a K-block in place of the A^T load, the work
+    # item's q words of A (a row load, v SLM stores, 4 / 20 instructions a word) and the barrier
+    assert figures(F16, 256, 16, 8) == (4, 4 + 4 + 1 + 2, 4 + 4 + 4 * 1 + 5)            # BK 16, q 1
+    assert figures(F16, 256, 32, 8) == (8, 8 + 8 + 1 + 2, 4 + 8 + 4 * 2 + 5)            # BK 32, q 2
+    assert figures(F16, 256, 32, 16) == (4, 2 + 2 * 1 * 2, 4 + 4 * 8 * 2)              # 8x16, BK 32
+    assert figures(np.int8, 256, 32, 8) == (4, 4 + 16 + 1 + 4, 4 + 3 * 4 + 20 * 1 + 5)  # q 1
+    assert figures(np.int8, 128, 32, 8) == (2, 1 + 4 * 1, 4 + 2 * 8 * 5)     # 8x16: B^T packed
     # column-major B, A staged in SLM (decode_slm.py): a per-lane SLM load a K-block, the lane
     # rows of B, the work item's share (a global load, an SLM block write) and the barrier
     assert figures(F16, 256, 16, 8, col_b=True) == (4, 1 + 4 + 2, 4 + 5)

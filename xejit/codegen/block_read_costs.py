@@ -4,9 +4,9 @@ autotuner's perf model (``matmul._perf_model`` via ``autotuner.estimate_gemm``).
 The counts follow the lowering's plan of the fast k-loop version:
 
 * row-major B (``transposed_dpas.py``, C^T = B^T A^T): A^T is one per-lane row load per 8 rows of
-  A and K-block; 16-bit B of decode tiles (8 rows, 32 columns or more) is read unpacked, its DPAS
-  split by column parity (``parity_dpas.py``): a lane-row load per 16 columns and 8 rows of K,
-  twice the DPAS and the spread of A^T; otherwise B^T is either packed on registers from v = 32 / bits per-lane row loads per
+  A and K-block; 16- and 8-bit B of decode tiles (8 rows, 32 columns or more) is read unpacked,
+  its DPAS split by column parity (``parity_dpas.py``, v = 32 / bits parities): a lane-row load
+  per 8 v columns and 8 rows of K, v times the DPAS and the spread of A^T; otherwise B^T is either packed on registers from v = 32 / bits per-lane row loads per
   K-block and pair of 8-column array blocks (:data:`B_ROW_BLOCKS`), a :data:`PACK_PER_WORD`
   instructions per packed word, or -- B staged in SLM (``slm_staging.py``) -- one per-lane SLM load
   per 8 columns and K-block, plus the work item's share of the panel (v row loads, its q words
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .parity_dpas import column_parity
+from .parity_dpas import column_parity, needs_staged_spread, ways
 from .transposed_dpas import B_ROW_BLOCKS
 
 
@@ -39,13 +39,15 @@ PACK_PER_WORD = {16: 2, 8: 5}
 #: words by ``pack_word``, about 8 a word)
 SHARE_PACK_PER_WORD = {16: 2, 8: 8}
 
-#: A^T spread by column parity (``parity_dpas.py``): 2 halves of K x 2 parities x 8 registers, one
-#: instruction each (Intel's compiler's ISA, 8x256x16/8sg)
+#: A^T spread by column parity on registers (``parity_dpas.py``; 16-bit B only: 8-bit takes
+#: parity with the spread staged, ``needs_staged_spread``): 2 halves of K x 2 parities x 8
+#: registers a K-block, one instruction each (Intel's compiler's ISA, 8x256x16/8sg)
 SPREAD_PER_KBLOCK = 32
 
-#: a spread operand staged by a work item (``decode_slm.py``): four registers of A's row, each
-#: shifted and masked twice for its parity (read at run time from the subgroup)
-STAGED_SPREAD = 16
+#: a word of A's row staged by a work item (``decode_slm.py``) as its elements' v parities: one
+#: instruction a 16-bit element and parity (an and or a shift); 8-bit 20 for 16 (Intel's
+#: compiler's ISA, 8x256x32/8sg: byte moves for some of the 26 ands and shifts)
+STAGED_SPREAD_PER_WORD = {16: 4, 8: 20}
 
 #: instructions of a k-step's loop control (the counter, the compare, the branch, a column move)
 LOOP_CONTROL = 4
@@ -58,9 +60,9 @@ def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_
     """Per k-step of a subgroup's ``sm x sn`` tile: ``dpas_per_kstep`` (the tile's work in
     DPAS), ``loads_per_kstep`` (messages, two instructions each: send and address),
     ``other_per_kstep`` (packing, spread, DPAS beyond the work, barrier, loop control) and
-    ``dpas_issued_per_kstep`` (what the k-loop issues: twice the work by column parity). ``staged_words``: B staged in SLM with that many words a work item;
+    ``dpas_issued_per_kstep`` (what the k-loop issues: v times the work by column parity). ``staged_words``: B staged in SLM with that many words a work item;
     ``a_staged``: A staged in SLM by the workgroup (``decode_slm.py``): column-major B's A panel,
-    or by column parity the A^T spread, that many operands a subgroup makes a k-step."""
+    or by column parity the A^T spread, that many words of A's row a work item stages a k-step."""
     kb = BK // k                       # DPAS K-blocks a step (32 bytes of K each)
     mblocks, nblocks = -(-sm // dpas_m), sn // dpas_n
     dpas = mblocks * nblocks * kb
@@ -78,18 +80,19 @@ def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_
             other += staged_words * SHARE_PACK_PER_WORD[bits] + BARRIER
         elif column_parity(sm, nblocks, bits) and a_staged:
             # ... with the spread staged by the workgroup (decode_slm.py): B's lane-row loads, a
-            # per-lane SLM load a spread operand (4 a K-block), no A^T load; the subgroup's
-            # operands made (a row load, the spread, an SLM store each) and the barrier
-            loads += nblocks * kb + 4 * kb + 2 * a_staged - mblocks * kb
-            other += dpas + STAGED_SPREAD * a_staged + BARRIER
-            issued = 2 * dpas
-        elif column_parity(sm, nblocks, bits):
-            # B unpacked (parity_dpas.py): a lane-row load per 16 columns and 8 rows of K; two
-            # DPAS for each one's work (the extra one counted here); A^T spread, 32 registers a
-            # K-block at one instruction each
+            # per-lane SLM load a spread operand (v x v a K-block), no A^T load; the work item's
+            # words (a row load, their spread, an SLM store a parity) and the barrier
+            w = ways(bits)
+            loads += nblocks * kb + w * w * kb + 1 + w - mblocks * kb
+            other += (w - 1) * dpas + STAGED_SPREAD_PER_WORD[bits] * a_staged + BARRIER
+            issued = w * dpas
+        elif column_parity(sm, nblocks, bits) and not needs_staged_spread(bits):
+            # B unpacked (parity_dpas.py): a lane-row load per 8 v columns and 8 rows of K; v
+            # DPAS for each one's work (the extra ones counted here); the A^T spread on registers
+            w = ways(bits)
             loads += nblocks * kb
-            other += dpas + SPREAD_PER_KBLOCK * kb
-            issued = 2 * dpas
+            other += (w - 1) * dpas + SPREAD_PER_KBLOCK * kb
+            issued = w * dpas
         else:
             loads += v * -(-nblocks // B_ROW_BLOCKS) * kb
             other += 8 * nblocks * kb * PACK_PER_WORD[bits]     # 8 words a B^T operand

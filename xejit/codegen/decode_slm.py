@@ -26,7 +26,7 @@ from llvmlite import ir
 
 from . import builtins as bi
 from .block_reads import Words
-from .parity_dpas import spread_words
+from .parity_dpas import as_vector, spread_fields, ways
 
 I32, I64 = bi.I32, bi.I64
 #: SubgroupBlockWriteINTEL of one 32-bit word a lane to shared local memory
@@ -55,15 +55,17 @@ def decode_a_staged(BM: int, sm: int, BK: int, a_bits: int, nsg: int, sg: int) -
     return a_share_words(BM, BK * a_bits // 32, nsg * sg)
 
 
-def decode_spread_staged(BM: int, sm: int, BK: int, k: int, nsg: int, sg: int) -> Optional[int]:
-    """Spread operands a subgroup stages a k-step when a column-parity k-loop (row-major 16-bit
-    B, ``parity_dpas.py``) stages A^T's spread (:meth:`DecodeSlm._spread_plan`, and the
-    autotuner's rule): every subgroup takes the workgroup's 8 rows of A, the k-step's 4 spread
-    operands a K-block split evenly between the subgroups or fewer than them. None when not."""
-    combos = 4 * (BK // k)
-    if nsg < 2 or sm != BM or BM != sg or BK % k or (combos % nsg and nsg % combos):
+def decode_spread_staged(BM: int, sm: int, BK: int, k: int, nsg: int, sg: int, bits: int) -> Optional[int]:
+    """Words of A's row a work item stages a k-step when a column-parity k-loop (row-major 16-
+    or 8-bit B, ``parity_dpas.py``) stages A^T's spread (:meth:`DecodeSlm._spread_plan`, and the
+    autotuner's rule): every subgroup takes the workgroup's 8 rows of A (lane m: row m), the
+    k-step's 8 words a K-block of a row split evenly between the subgroups or fewer than them,
+    each share within one unit of 8 rows of K (8 / v words). None when not."""
+    row_words = 8 * (BK // k)
+    if nsg < 2 or sm != BM or BM != sg or BK % k or (row_words % nsg and nsg % row_words):
         return None
-    return max(1, combos // nsg)
+    q = max(1, row_words // nsg)
+    return q if (8 // ways(bits)) % q == 0 else None
 
 
 @dataclass
@@ -77,10 +79,10 @@ class DPlan:
     q: int
     writers: int                 # subgroups that stage a share (the first ones)
     #: row-major B by column parity (parity_dpas.py): the A^T spread staged, not A's rows;
-    #: spread operands a k-step (K-blocks x 2 halves x 2 parities), and per subgroup
+    #: spread operands a k-step (K-blocks x v units of 8 rows of K x v parities), v
     spread: bool = False
     combos: int = 0
-    per_sg: int = 0
+    ways: int = 2
     buf: Optional[ir.Value] = None
     cur: Optional[ir.Value] = None     # word offset (i32) of the buffer this k-step uses
     #: (before the loop) this subgroup's first word of a row (i32), the lane's share's element
@@ -135,9 +137,9 @@ class DecodeSlm:
         return DPlan(pos, arg, h, row_words, q, row_words // q)
 
     def _spread_plan(self, reads: dict, plan, body_args) -> Optional[DPlan]:
-        """Row-major 16-bit B by column parity: the A^T spread staged when every subgroup takes
-        the workgroup's A tile (8 rows, one row a lane). Subgroup s makes spread operands s,
-        s + nsg, ... (K-block, half, parity), each lane its row's 8 words."""
+        """Row-major B by column parity: the A^T spread staged when every subgroup takes the
+        workgroup's A tile (8 rows, one row a lane). Lane m of subgroup s stages words s q ..
+        s q + q - 1 of row m (``decode_spread_staged``): all v parities of their elements."""
         found = None
         for i, (td, _, _) in reads.items():
             if not any(plan.loads.get(id(u)) == "A" for u, _ in body_args[1 + i].uses):
@@ -150,47 +152,55 @@ class DecodeSlm:
         if found is None:
             return None
         pos, arg, count = found
-        combos = 4 * count
-        if combos % self.nsg and self.nsg % combos:
+        bits = next(lb.operands[0].type.dtype.bitwidth for lb in self._b_loads(plan, body_args))
+        q = decode_spread_staged(self.sg, self.sg, count, 1, self.nsg, self.sg, bits)
+        if q is None:
             return None
-        return DPlan(pos, arg, self.sg, 8 * count, 0, min(self.nsg, combos), spread=True, combos=combos,
-                     per_sg=max(1, combos // self.nsg))
+        v = ways(bits)
+        return DPlan(pos, arg, self.sg, 8 * count, q, min(self.nsg, 8 * count // q), spread=True,
+                     combos=v * v * count, ways=v)
+
+    @staticmethod
+    def _b_loads(plan, body_args) -> list:
+        """The B loads of a transposed plan's k-loop body."""
+        return [u for arg in body_args for u, _ in arg.uses if plan.loads.get(id(u)) == "B"]
 
     def decode_spread_stage(self, td) -> None:
-        """The fast k-step's A^T spread by the workgroup: subgroup s, lane m loads 4 words of row m
-        (a half K-block), spreads them for its parity and stores the 8 words to the step's buffer
-        at [operand][m]; then the barrier (``decode_spread_operand`` reads them)."""
+        """The fast k-step's A^T spread by the workgroup: lane m loads q words of row m, makes
+        each of their elements' v parities and stores them (q v words a parity) to the step's
+        buffer, operand (unit, p), lane m's words from its element; then the barrier
+        (``decode_spread_operand`` reads them)."""
         b, dp = self.b, self.dplan
-        sgid = bi.sub_group_id(b)
+        bits = 32 // dp.ways
 
-        def stage(c: ir.Value) -> None:
-            off = b.add(b.add(b.mul(td.row, td.s0), td.col),
-                        b.add(dp.share_off, b.zext(b.mul(b.lshr(c, I32(1)), I32(8)), I64)))
-            vt4 = ir.VectorType(I32, 4)
-            ptr = b.gep(td.arr.ptr, [off], inbounds=True, source_etype=ir.IntType(16))
-            w = b.load(b.bitcast(ptr, ir.PointerType(vt4, addrspace=1)), typ=vt4)
+        def stage() -> None:
+            off = b.add(b.add(b.mul(td.row, td.s0), td.col), dp.share_off)
+            vt = ir.VectorType(I32, dp.q) if dp.q > 1 else I32
+            ptr = b.gep(td.arr.ptr, [off], inbounds=True, source_etype=ir.IntType(td.type.dtype.bitwidth))
+            w = b.load(b.bitcast(ptr, ir.PointerType(vt, addrspace=1)), typ=vt)
             w.align = 4        # the versioning test made the panel's rows 4-byte aligned
-            words = spread_words(b, w, b.mul(b.and_(c, I32(1)), I32(16)))
-            idx = b.add(b.add(dp.cur, b.mul(c, I32(64))), dp.lane8)
-            vt = ir.VectorType(I32, 8)
-            st = b.store(words, b.bitcast(b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32),
-                                          ir.PointerType(vt, addrspace=bi.LOCAL_AS)))
-            st.align = 4
-        for i in range(dp.per_sg):
-            c = b.add(sgid, I32(self.nsg * i)) if i else sgid
-            if dp.writers < self.nsg:
-                with b.if_then(b.icmp_unsigned("<", sgid, I32(dp.writers))):
-                    stage(c)
-            else:
-                stage(c)
-        self.instructions["A^T spread staged by the workgroup (per lane, 8 words)"] += 1
+            words = [b.extract_element(w, I32(i)) for i in range(dp.q)] if dp.q > 1 else [w]
+            n = dp.q * dp.ways
+            for p in range(dp.ways):
+                x = as_vector(b, spread_fields(b, words, 0, n, p, bits))
+                idx = b.add(dp.cur, b.add(dp.c0, I32(64 * p)))
+                st = b.store(x, b.bitcast(b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32),
+                                          ir.PointerType(x.type, addrspace=bi.LOCAL_AS)))
+                st.align = 4
+        if dp.writers < self.nsg:
+            with b.if_then(b.icmp_unsigned("<", bi.sub_group_id(b), I32(dp.writers))):
+                stage()
+        else:
+            stage()
+        self.instructions["A^T spread staged by the workgroup (per lane: its words' v parities)"] += 1
         bi.barrier(b)
         self.instructions["workgroup barrier (A staged, one a k-step)"] += 1
 
-    def decode_spread_operand(self, a: int, half: int, p: int) -> ir.Value:
-        """The staged spread of K-block a, half ``half``, parity p: one per-lane SLM load."""
+    def decode_spread_operand(self, a: int, unit: int, p: int) -> ir.Value:
+        """The staged spread of K-block a, unit ``unit`` (8 rows of K), parity p: one per-lane
+        SLM load."""
         b, dp = self.b, self.dplan
-        idx = b.add(dp.lane8, b.add(dp.cur, I32(64 * ((2 * a + half) * 2 + p))))
+        idx = b.add(dp.lane8, b.add(dp.cur, I32(64 * ((dp.ways * a + unit) * dp.ways + p))))
         vt = ir.VectorType(I32, 8)
         ld = b.load(b.bitcast(b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32),
                               ir.PointerType(vt, addrspace=bi.LOCAL_AS)), typ=vt)
@@ -248,8 +258,16 @@ class DecodeSlm:
         b = self.b
         dp.buf = bi.slm_array(self.module, I32, 2 * dp.words)
         dp.lane8 = b.mul(self.lane, I32(8))
-        if dp.spread:          # lane m's row of A
-            dp.share_off = b.mul(b.zext(self.lane, I64), td.s0)
+        if dp.spread:
+            # lane m of subgroup s: words c = s q .. of row m, in unit u = c // (8 / v) from its
+            # word j = c % (8 / v); their parity-p words go to operand (u, p), lane m, elements
+            # v j .. (word offsets of the buffer: operand (u, p) at 64 (u v + p))
+            c = b.mul(bi.sub_group_id(b), I32(dp.q))
+            wpu = 8 // dp.ways
+            epw = 32 // td.type.dtype.bitwidth
+            dp.share_off = b.add(b.mul(b.zext(self.lane, I64), td.s0), b.zext(b.mul(c, I32(epw)), I64))
+            unit, j = b.udiv(c, I32(wpu)), b.urem(c, I32(wpu))
+            dp.c0 = b.add(b.add(b.mul(unit, I32(64 * dp.ways)), dp.lane8), b.mul(j, I32(dp.ways)))
             return self._buffer_hook(dp, step)
         # lane l of subgroup s stages words s q .. s q + q - 1 of row l (with fewer words than
         # work items the first ``active`` take one each): its SLM words [c // 8][c % 8][l] are

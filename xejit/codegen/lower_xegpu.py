@@ -1859,6 +1859,8 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         ok = self.decode_reads_ok(dp, reads, lb, ub, step) if dp is not None else None
         if ok is None:
             dp = None
+        if plan is not None and plan.pairs and dp is None and len(plan.pairs[0]) > 2:
+            plan.pairs = []      # 8-bit B by parity only with the spread staged (needs_staged_spread)
         for td, dr, dc in reads.values() if dp is None else ():
             # B staged in SLM: the workgroup's panels, one version for all its subgroups (barriers)
             c = self.panel_reads_ok(td, lb, ub, step, dr, dc) if sp else self.loop_reads_ok(td, lb, ub, step, dr, dc)
@@ -1909,10 +1911,12 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         saved = {id(v): self.env[id(v)] for v in inits}
         for v in inits:
             self.env[id(v)] = self.transpose8(saved[id(v)])
-        for pe, po in plan.pairs:       # column-parity accumulators (parity_dpas.py)
-            ve, vo = op.operands[3 + pe], op.operands[3 + po]
-            if not (_is_splat(self.env[id(ve)]) and _is_splat(self.env[id(vo)])):   # (a splat is its own split)
-                self.env[id(ve)], self.env[id(vo)] = parity_split(self.b, self.env[id(ve)], self.env[id(vo)])
+        for group in plan.pairs:       # column-parity accumulators (parity_dpas.py)
+            vs = [op.operands[3 + q] for q in group]
+            # (one splat for the whole group is its own split)
+            if not (all(_is_splat(self.env[id(x)]) for x in vs) and len({str(self.env[id(x)]) for x in vs}) == 1):
+                for x, e in zip(vs, parity_split(self.b, [self.env[id(x)] for x in vs])):
+                    self.env[id(x)] = e
         self.tplan, self.parity_pending = plan, {}
         try:
             results = self._lower_for(op, steps, reads_in_bounds={i: in_bounds for i in reads})
@@ -1921,8 +1925,9 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             self.env.update(saved)
         if self.parity_pending:
             raise CompilerError("a column-parity DPAS without its pair")
-        for pe, po in plan.pairs:
-            results[pe], results[po] = parity_join(self.b, results[pe], results[po])
+        for group in plan.pairs:
+            for q, x in zip(group, parity_join(self.b, [results[q] for q in group])):
+                results[q] = x
         if in_bounds:
             self.instructions["k-loop computing C^T = B^T A^T (per-lane row loads)"] += 1
         return results

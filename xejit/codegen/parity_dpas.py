@@ -1,4 +1,4 @@
-"""Row-major 16-bit B without packing: decode tiles' DPAS split by column parity (dg2).
+"""Row-major 16- and 8-bit B without packing: decode tiles' DPAS split by column parity (dg2).
 
 In the transposed product (``transposed_dpas.py``) the DPAS A operand is B^T, whose 32-bit words
 must pair two rows of K (VNNI); row-major B has them a pitch apart, so every B^T register was
@@ -11,6 +11,16 @@ parity p: D[j][m] = sum_l B[k + l][2j + p] A[m][k + l]. Two DPAS (p = 0, 1) take
 and cover 16 columns and 8 rows of K: twice the DPAS of the packed form for the same work, but no
 packing, one load per 16 x 8 block, and the spread (one instruction a register) shared by every
 column block of the subgroup's tile.
+
+8-bit B takes the same way with four parities (v = 32 / bits ways in general): lane l's 8 words
+of row k + l hold 32 columns, register j = columns 4j .. 4j + 3; the spread puts A[m][k + l] in
+byte p; four DPAS (p = 0 .. 3) cover 32 columns and 8 rows of K, the work of one packed DPAS, for
+one load and no packing (the packed form cost 5 instructions a word, 40 a DPAS).
+
+Where the workgroup stages the spread in SLM (``decode_slm.py``) -- and for 8-bit B always -- lane
+l reads row k + l (no permutation) and the spread's register l is element l of the 8 rows of K:
+element e = field e % v of word e // v of A's row, moved to field p (an and, or a shift, or
+both: constant shifts and masks).
 
 The loop carries the accumulators of a pair of 8-column blocks (2c, 2c+1) as the parity halves
 E_p (element j = column 16c + 2j + p); they are permuted on the way in and out of the loop. The
@@ -33,29 +43,80 @@ I32, I64 = bi.I32, bi.I64
 MIN_BLOCKS = 4
 
 
+def ways(bits: int) -> int:
+    """Column parities of ``bits``-bit B: elements a 32-bit word (2 for 16-bit, 4 for 8-bit)."""
+    return 32 // bits
+
+
 def column_parity(a_rows: int, b_blocks: int, bits: int) -> bool:
-    """Whether a transposed k-loop takes row-major B unpacked by column parity: 16-bit B, one
-    8-row group of A (decode: the spread is shared by the tile's N / 16 pairs), loads of an even
-    number of 8-column blocks, at least :data:`MIN_BLOCKS` (also the autotuner's rule:
-    ``block_read_costs.py``)."""
-    return bits == 16 and a_rows == 8 and b_blocks >= MIN_BLOCKS and b_blocks % 2 == 0
+    """Whether a transposed k-loop takes row-major B unpacked by column parity: 16- or 8-bit B,
+    one 8-row group of A (decode: the spread is shared by the tile's column groups), loads of a
+    multiple of v = :func:`ways` 8-column blocks, at least :data:`MIN_BLOCKS` (also the
+    autotuner's rule: ``block_read_costs.py``)."""
+    return bits in (16, 8) and a_rows == 8 and b_blocks >= MIN_BLOCKS and b_blocks % ways(bits) == 0
 
 
-_EVENS = [2 * j for j in range(8)]
-_ODDS = [2 * j + 1 for j in range(8)]
-#: the inverse: concat(E_0, E_1) -> the even block's, the odd block's 8 columns
-_BACK = ([n // 2 + 8 * (n % 2) for n in range(8)], [4 + n // 2 + 8 * (n % 2) for n in range(8)])
+def needs_staged_spread(bits: int) -> bool:
+    """8-bit B takes column parity only with the A^T spread staged in SLM (``decode_slm.py``;
+    else B^T is packed): on registers its spread (about 26 instructions a word of A, 208 a
+    K-block) costs more than the packing it saves (5 a word of B^T, 160 a K-block of 8x32 tiles)
+    (also the autotuner's rule)."""
+    return ways(bits) > 2
 
 
-def parity_split(b: ir.IRBuilder, even: ir.Value, odd: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """Accumulators of column blocks 2c, 2c+1 (C^T, element = column) as (E_0, E_1)."""
-    return (b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, 8), _EVENS)),
-            b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, 8), _ODDS)))
+def _concat(b: ir.IRBuilder, vs: list) -> ir.Value:
+    """The 8-element vectors ``vs`` (2 or 4) as one vector."""
+    n = vs[0].type.count
+    while len(vs) > 1:
+        vs = [b.shuffle_vector(x, y, ir.Constant(ir.VectorType(I32, 2 * n), list(range(2 * n))))
+              for x, y in zip(vs[::2], vs[1::2])]
+        n *= 2
+    return vs[0]
 
 
-def parity_join(b: ir.IRBuilder, e0: ir.Value, e1: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """The inverse of :func:`parity_split`."""
-    return tuple(b.shuffle_vector(e0, e1, ir.Constant(ir.VectorType(I32, 8), m)) for m in _BACK)
+def parity_split(b: ir.IRBuilder, blocks: list) -> list:
+    """Accumulators of column blocks vc .. vc + v - 1 (C^T, element = column) as (E_0 .. E_v-1):
+    E_p's element j is column v j + p of the group."""
+    v, whole = len(blocks), _concat(b, list(blocks))
+    return [b.shuffle_vector(whole, whole, ir.Constant(ir.VectorType(I32, 8),
+                                                        [v * j + p for j in range(8)])) for p in range(v)]
+
+
+def parity_join(b: ir.IRBuilder, es: list) -> list:
+    """The inverse of :func:`parity_split`: block q's element n is column 8q + n."""
+    v, whole = len(es), _concat(b, list(es))
+    return [b.shuffle_vector(whole, whole, ir.Constant(ir.VectorType(I32, 8),
+                                                        [8 * (c % v) + c // v for c in range(8 * q, 8 * q + 8)]))
+            for q in range(v)]
+
+
+def spread_fields(b: ir.IRBuilder, words: list, e0: int, n: int, p: int, bits: int) -> list:
+    """Elements ``e0 .. e0 + n - 1`` of ``words`` (i32 values; element e = ``bits``-bit field
+    e % v of word e // v) each alone in field p of a word: an and, a shift, or both."""
+    v, fm = 32 // bits, (1 << bits) - 1
+    mask = I32(fm << (bits * p) if p < v - 1 else -(1 << (bits * p)) if bits * p else fm)
+    out = []
+    for e in range(e0, e0 + n):
+        w, f = words[e // v], e % v
+        if f == p:
+            out.append(b.and_(w, mask))
+        elif f > p:
+            x = b.lshr(w, I32(bits * (f - p)))
+            out.append(x if f == v - 1 and p == 0 else b.and_(x, mask))
+        else:
+            x = b.shl(w, I32(bits * (p - f)))
+            out.append(x if p == v - 1 and f == 0 else b.and_(x, mask))
+    return out
+
+
+def as_vector(b: ir.IRBuilder, xs: list) -> ir.Value:
+    """i32 values as one ``<n x i32>`` (an i32 when n = 1)."""
+    if len(xs) == 1:
+        return xs[0]
+    out = ir.Constant(ir.VectorType(I32, len(xs)), None)
+    for i, x in enumerate(xs):
+        out = b.insert_element(out, x, I32(i))
+    return out
 
 
 def spread_words(b: ir.IRBuilder, w: ir.Value, shift: ir.Value) -> ir.Value:
@@ -73,83 +134,99 @@ def spread_words(b: ir.IRBuilder, w: ir.Value, shift: ir.Value) -> ir.Value:
 
 
 class ParityDpas:
-    """The column-parity DPAS pairs of the transposed decode loop (module docstring)."""
+    """The column-parity DPAS groups of the transposed decode loop (module docstring)."""
 
-    #: the first DPAS of each pair, waiting for its second (reset per loop version)
+    #: the first DPAS of each group, waiting for the rest (reset per loop version)
     parity_pending: dict
 
     @staticmethod
     def parity_pairs(b_loads: dict, block_pos: dict, a_rows: int) -> list:
-        """(even, odd) accumulator positions of B blocks 2c, 2c + 1 of each B load when the loop
-        takes the column-parity DPAS (:func:`column_parity`, each block a chain of its own), else []."""
-        pairs = []
+        """Accumulator positions of B blocks vc .. vc + v - 1 of each B load (v = :func:`ways`)
+        when the loop takes the column-parity DPAS (:func:`column_parity`, each block a chain of
+        its own), else []."""
+        groups = []
         for lb in b_loads.values():
-            n = len(lb.results)
-            if not column_parity(a_rows, n, lb.operands[0].type.dtype.bitwidth):
+            n, bits = len(lb.results), lb.operands[0].type.dtype.bitwidth
+            if not column_parity(a_rows, n, bits):
                 return []
             pos = [block_pos.get((id(lb), a)) for a in range(n)]
             if None in pos:
                 return []
-            pairs += [(pos[2 * c], pos[2 * c + 1]) for c in range(n // 2)]
-        flat = [p for pr in pairs for p in pr]
-        return pairs if len(set(flat)) == len(flat) else []
+            v = ways(bits)
+            groups += [tuple(pos[v * c:v * c + v]) for c in range(n // v)]
+        flat = [p for g in groups for p in g]
+        return groups if len(set(flat)) == len(flat) else []
 
-    def parity_b_rows(self, s: TSlice, chunk: int, half: int) -> ir.Value:
-        """``<8 x i32>``: lane l's row 16 g + 8 half + 2 (l % 4) + l // 4 of the B load (K-block g), columns
-        16 chunk .. 16 chunk + 15 of its array blocks: the DPAS A operand as it lies."""
+    def _spread_staged(self, ld) -> bool:
+        """The k-loop version takes the A^T spread from SLM (decode_slm.py)."""
+        return self.dplan is not None and self.dplan.spread and not ld.checked
+
+    def parity_b_rows(self, s: TSlice, chunk: int, unit: int) -> ir.Value:
+        """``<8 x i32>``: lane l's row 8 v g + 8 unit + r(l) of the B load (K-block g), columns
+        8 v chunk .. 8 v chunk + 8 v - 1 of its array blocks: the DPAS A operand as it lies.
+        r(l) = l, except 16-bit B with the spread made on registers: 2 (l % 4) + l // 4."""
         ld = s.load
-        key = ("prows", s.group, chunk, half)
+        key = ("prows", s.group, chunk, unit)
         if key not in ld.cache:
             b = self.b
+            v = ways(ld.td.type.dtype.bitwidth)
             lane = b.zext(self.lane_here(), I64)
-            # lane l reads row 2 (l % 4) + l // 4 of the 8: the spread's registers 0-3 are then the
-            # low halves of A^T's words, 4-7 the high ones (contiguous, no interleave)
-            perm = b.add(b.shl(b.and_(lane, I64(3)), I64(1)), b.lshr(lane, I64(2)))
-            row = b.add(perm, I64(16 * s.group + 8 * half))
-            ld.cache[key] = self.lane_row_words(ld, row, 2 * ld.w * chunk, 8)
+            if v == 2 and not self._spread_staged(ld):
+                # lane l reads row 2 (l % 4) + l // 4 of the 8: the spread's registers 0-3 are then
+                # the low halves of A^T's words, 4-7 the high ones (contiguous, no interleave)
+                lane = b.add(b.shl(b.and_(lane, I64(3)), I64(1)), b.lshr(lane, I64(2)))
+            row = b.add(lane, I64(8 * v * s.group + 8 * unit))
+            ld.cache[key] = self.lane_row_words(ld, row, v * ld.w * chunk, 8)
             self.instructions["per-lane row load (B as the DPAS A operand, column parity)"] += 1
         return ld.cache[key]
 
-    def parity_a_spread(self, s: TSlice, half: int, p: int) -> ir.Value:
-        """``<8 x i32>``: register l, lane m = A[m][8 half + r] of the K-block in 16-bit half p,
-        zero in the other (the DPAS B operand keeping columns of parity p), r = 2 l for l < 4,
-        2 (l - 4) + 1 above (the rows ``parity_b_rows`` gives lane l)."""
+    def parity_a_spread(self, s: TSlice, unit: int, p: int) -> ir.Value:
+        """``<8 x i32>``: register l, lane m = A[m][8 unit + r(l)] of the K-block in field p,
+        zero elsewhere (the DPAS B operand keeping columns of parity p; r as ``parity_b_rows``)."""
         ld = s.load
-        key = ("spread", ld.a, s.group, half, p)
+        key = ("spread", ld.a, s.group, unit, p)
         if key not in ld.cache:
             b = self.b
-            if self.dplan is not None and self.dplan.spread and not ld.checked:
+            bits = ld.td.type.dtype.bitwidth
+            if self._spread_staged(ld):
                 # staged in SLM by the workgroup (decode_slm.py)
-                ld.cache[key] = self.decode_spread_operand(ld.a, half, p)
+                ld.cache[key] = self.decode_spread_operand(ld.a, unit, p)
                 return ld.cache[key]
-            w = b.shuffle_vector(self.a_transposed(s), ir.Constant(ir.VectorType(I32, 8), None),
-                                 ir.Constant(ir.VectorType(I32, 4), [4 * half + i for i in range(4)]))
-            ld.cache[key] = spread_words(b, w, I32(16 * p))
+            at = self.a_transposed(s)
+            if bits == 16:
+                w = b.shuffle_vector(at, ir.Constant(ir.VectorType(I32, 8), None),
+                                     ir.Constant(ir.VectorType(I32, 4), [4 * unit + i for i in range(4)]))
+                ld.cache[key] = spread_words(b, w, I32(16 * p))
+            else:
+                nw = bits // 4          # A's words of 8 elements
+                words = [b.extract_element(at, I32(nw * unit + i)) for i in range(nw)]
+                ld.cache[key] = as_vector(b, spread_fields(b, words, 0, 8, p, bits))
             self.instructions["A^T spread by column parity (DPAS B operand)"] += 1
         return ld.cache[key]
 
     def parity_dpas(self, op, ta: TSlice, tb: TSlice, f: ir.Function) -> None:
-        """One of the IR's pair of DPAS on B blocks 2c, 2c + 1: the first waits, the second
-        issues the four DPAS (two halves of K, two parities) for both accumulators."""
+        """One of the IR's group of DPAS on B blocks vc .. vc + v - 1: the first ones wait, the
+        last issues the v x v DPAS (v units of 8 rows of K, v parities) for the group's
+        accumulators."""
         b = self.b
         ld = tb.load
-        chunk, side = divmod(ld.a, 2)
+        v = ways(ld.td.type.dtype.bitwidth)
+        chunk, side = divmod(ld.a, v)
         key = (id(ld.cache), tb.group, chunk, id(ta.load.cache), ta.load.a, ta.group)
-        acc = self.env[id(op.operands[2])]
-        other = self.parity_pending.pop(key, None)
-        if other is None:
-            self.parity_pending[key] = (side, op, acc)
+        waiting = self.parity_pending.setdefault(key, {})
+        assert side not in waiting, "a column-parity DPAS group takes blocks vc .. vc + v - 1"
+        waiting[side] = (op, self.env[id(op.operands[2])])
+        if len(waiting) < v:
             return
-        o_side, o_op, o_acc = other
-        assert o_side != side, "a column-parity DPAS pair takes blocks 2c and 2c + 1"
+        del self.parity_pending[key]
         at, bt, ct = f.function_type.args
-        e = [o_acc, acc] if o_side == 0 else [acc, o_acc]
-        e = [b.bitcast(x, ct) for x in e]
-        for half in (0, 1):
-            rows = b.bitcast(self.parity_b_rows(tb, chunk, half), at)
-            for p in (0, 1):
-                e[p] = bi.call(b, f, [rows, b.bitcast(self.parity_a_spread(ta, half, p), bt), e[p]])
-                self.instructions["dpas (column parity: half the columns, 8 rows of K)"] += 1
+        e = [b.bitcast(waiting[q][1], ct) for q in range(v)]
+        for unit in range(v):
+            rows = b.bitcast(self.parity_b_rows(tb, chunk, unit), at)
+            spreads = [b.bitcast(self.parity_a_spread(ta, unit, p), bt) for p in range(v)]
+            for p in range(v):
+                e[p] = bi.call(b, f, [rows, spreads[p], e[p]])
+                self.instructions["dpas (column parity: 1 / v of the columns, 8 rows of K)"] += 1
         rt = self.vec_ty(op.result.type)
-        self.env[id(o_op.result)] = b.bitcast(e[o_side], rt)
-        self.env[id(op.result)] = b.bitcast(e[side], rt)
+        for q in range(v):
+            self.env[id(waiting[q][0].result)] = b.bitcast(e[q], rt)

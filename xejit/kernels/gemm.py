@@ -263,10 +263,12 @@ _DG2_CONFIGS = [
     _c(64, 64, 32, 16, 2),
     _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles
     # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS of work a k-step: fp16 BK=16
-    # rowB 9.25 instructions per DPAS issued (8 DPAS by column parity: codegen/parity_dpas.py),
-    # colB 11.5; int8 BK=32 rowB 50.25, colB 11.25; fp16 BK=32 rowB 8.38 (16 DPAS; packed it
-    # spilled 736 B), colB 9.88 with B's lane rows read at the DPAS in the cold version), then 8x16
-    # tiles (fp16 30.0 / 20.5, BK=32 26.5 / 16.5; int8 55.0 / 19.0). 8x64 tiles (fp16 colB
+    # rowB 6.31 instructions per DPAS issued (8 DPAS by column parity, codegen/parity_dpas.py, the
+    # A^T spread staged in SLM: decode_slm.py), colB 11.5; int8 BK=32 rowB 6.75 (16 DPAS by byte
+    # parity, 27.0 per DPAS of work; B^T packed 50.25), colB 11.25; fp16 BK=32 rowB 5.62 (16 DPAS,
+    # 11.25 per DPAS of work; packed it spilled 736 B), colB 9.88 with B's lane rows read at the
+    # DPAS in the cold version), then 8x16 tiles (fp16 30.0 / 20.5, BK=32 26.5 / 16.5; int8 55.0 /
+    # 19.0: B^T packed, too narrow for parity). 8x64 tiles (fp16 colB
     # 8x512x16/8sg 8.88, 8x512x32/8sg 8.5, 0 spill) are not listed: rowB and int8 spill them, and
     # the perf model's 8 / BM would rank them above the 16x16 tiles for 4096^3 colB
     _c(8, 256, 16, 8, 2),

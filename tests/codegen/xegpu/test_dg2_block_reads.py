@@ -254,8 +254,52 @@ def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
     c0 = rng.standard_normal((M, N)).astype(np.float32)
     kw = dict(BM=8, BN=256, BK=16, num_subgroups=8, num_stages=2)
     ck = _gemm_onto_c.compile(a, b, c0, M, N, K, target="dg2", **kw)
-    assert ck.instructions.get("dpas (column parity: half the columns, 8 rows of K)"), dict(ck.instructions)
+    assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
     use_mode(monkeypatch, "dg2")
     c = c0.copy()
     _gemm_onto_c[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, c, M, N, K, **kw)
     check(c, c0 + f64(a) @ f64(b), "f16", scale_by_max=True)
+
+
+@pytest.mark.parametrize("tile,shape", [
+    ((8, 256, 32), (8, 512, 128)),       # in bounds: the staged spread, 4 k-steps (two loop pairs)
+    # 3 k-steps: the paired loop leaves between its copies (fp16's case above takes that path)
+    pytest.param((8, 256, 32), (8, 256, 96), marks=pytest.mark.slow),
+    ((8, 256, 32), (8, 300, 128)),       # an N edge with K in bounds (one version a workgroup)
+    ((8, 256, 32), (6, 270, 100)),       # M / N edges and a K tail: the cold version's spread
+    ((8, 512, 32, 16), (8, 512, 64)),    # 16 subgroups, 8 words of A's row a k-step: idle ones
+])
+def test_int8_row_major_decode_by_column_parity(monkeypatch, tile, shape):
+    """int8 decode 8x32 tiles with row-major B: B read unpacked, four DPAS a group by byte
+    parity (parity_dpas.py), the A^T spread staged in SLM by the workgroup (decode_slm.py) in
+    the fast version and made on registers in the cold one; int8 values over the whole byte
+    range (negatives, -128 and 127 included) against exact int64 numpy."""
+    M, N, K = shape
+    cfg = _config(*tile)
+    rng = np.random.default_rng(M * 7 + N + K)
+    a = rng.integers(-128, 128, size=(M, K)).astype(np.int8)
+    b = rng.integers(-128, 128, size=(K, N)).astype(np.int8)
+    a[0, :2], b[:2, 0] = (-128, 127), (-128, 127)
+    c = poisoned((M, N), "i32")
+    kw = dict(**cfg.kwargs, ACC=i32, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", **kw)
+    assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
+    assert ck.instructions.get("A^T spread staged by the workgroup (per lane: its words' v parities)"), \
+        dict(ck.instructions)
+    use_mode(monkeypatch, "dg2")
+    gemm_kernel[(xejit.cdiv(M, cfg.kwargs["BM"]), xejit.cdiv(N, cfg.kwargs["BN"]))](a, b, a, c, M, N, K, **kw)
+    np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
+
+
+@pytest.mark.parametrize("dtype,parity", [("i8", False), ("f16", True)])
+def test_column_parity_unstaged_only_for_16_bit_b(dtype, parity):
+    """A single-subgroup decode tile (nothing to share: the A^T spread is not staged) takes column
+    parity with 16-bit B (its spread on registers) and packs 8-bit B^T (a spread on registers
+    would cost more than the packing: parity_dpas.needs_staged_spread)."""
+    cfg = _config(8, 32, 32, 1)
+    et, ct, kw = (np.int8, np.int32, {"ACC": i32}) if dtype == "i8" else (np.float16, np.float16, {})
+    a, b, c = np.empty((8, 256), et), np.empty((256, 256), et), np.empty((8, 256), ct)
+    ck = gemm_kernel.compile(a, b, a, c, 8, 256, 256, target="dg2", **cfg.kwargs, **kw,
+                             num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    got = bool(ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"))
+    assert got == parity, dict(ck.instructions)
