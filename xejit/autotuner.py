@@ -379,6 +379,14 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         block("C block", c_t.bitwidth, sm, sn, "store", lim.store_max_height)
         if k is not None and not problems and not fma:
             out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, b_order))
+            if sm <= t.dpas.max_m and t.registers is not None:
+                # decode tiles (one DPAS row block): each B block feeds one DPAS, and Intel's
+                # compiler issues a k-step's B loads ahead of their DPAS; where B's k-step takes
+                # more than half the register file, loads wait for registers the DPAS free
+                # (sync per load; bmg tf32 column-major 8x32 tiles at BK=64, 128 of 128 registers:
+                # ~30 syncs for 16 DPAS, 4.56 instructions per DPAS, 8x64 tiles at BK=32 in 256: 3.31)
+                file_bytes = (large or t.registers.count) * t.registers.bytes_each
+                out["b_kstep_fills_registers"] = BK * sn * b_t.itemsize > file_bytes // 2
     elif t.dpas is not None and op_k and not problems:
         # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
         words = _share_words(t, BK, BN, nsg, b_t.bitwidth) if staged else None
