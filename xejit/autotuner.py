@@ -251,7 +251,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     # tiles, BK=64: A's four 32x16 loads, 128 registers, at the loop's top, B streamed at 8
     # registers a load; 8x64 tiles, BK=64: B's 32 transposed loads ahead, 3.2 KB spill), and B's
     # whole k-step plus one A load is the count that splits every config (pvc and bmg: 32x32 at
-    # BK=64 224 registers, 0 spill; at BK=128 352, spill 27 KB; 8x64 at BK=64 296, spill 2.7-3.2 KB).
+    # BK=64 224 registers, 0 spill; at BK=128 352, spill 27 KB; 8x64 at BK=64 296, pvc spill 3.2 KB).
     # In the default file it schedules loads 32 rows deep (8x32 tiles, BK=64: 7 of the k-step's 16
     # B loads ahead; 32x16 tiles at BK=32 spill 6 KB with A 32 deep counted, as below).
     large_file = grf_mode in ("256", "auto") and t.registers is not None and bool(t.registers.large_grf_count)
@@ -275,7 +275,12 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         # 32 deep would not fit). (With column-major tf32 B the same tile spills 6 KB: 32 deep kept.)
         one_load = t.block_io is not None and a_t.bitwidth in (16, 32) and not fma and (not col_b or tf32_col_b)
         kw = min(kl, 512 // a_t.bitwidth) if one_load else kl
-        kb, extra = (BK if kb_whole else kl), 0
+        # ... except decode tiles on targets with immediate block offsets, where B's loads share
+        # one payload and stream next to their DPAS (tf32 8x64 tiles at BK=64: bmg / lnl / ptl
+        # 0 spill, 26 of the 32 B loads ahead; pvc, a payload a load, 3.2 KB)
+        whole_b = kb_whole and not (tf32_col_b and t.dpas is not None and sm <= t.dpas.max_m
+                                    and t.block_io.immediate_offsets)
+        kb, extra = (BK if whole_b else kl), 0
         if _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b):
             # dg2 with B staged in SLM (codegen/slm_staging.py): each K-slice's operands (64 bytes
             # of A's row, 32 rows of B) are loaded next to that slice's DPAS and dead after them
@@ -382,6 +387,14 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         block("C block", c_t.bitwidth, sm, sn, "store", lim.store_max_height)
         if k is not None and not problems and not fma:
             out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, b_order))
+            if sm <= t.dpas.max_m and t.registers is not None:
+                # decode tiles (one DPAS row block): each B block feeds one DPAS, and Intel's
+                # compiler issues a k-step's B loads ahead of their DPAS; where B's k-step takes
+                # more than half the register file, loads wait for registers the DPAS free
+                # (sync per load; bmg tf32 column-major 8x32 tiles at BK=64, 128 of 128 registers:
+                # ~30 syncs for 16 DPAS, 4.56 instructions per DPAS, 8x64 tiles at BK=32 in 256: 3.31)
+                file_bytes = (large or t.registers.count) * t.registers.bytes_each
+                out["b_kstep_fills_registers"] = BK * sn * b_t.itemsize > file_bytes // 2
     elif t.dpas is not None and op_k and not problems:
         # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
         words = _share_words(t, BK, BN, nsg, b_t.bitwidth) if staged else None

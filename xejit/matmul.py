@@ -237,7 +237,10 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     (8 DPAS, 4 loads), measured by Intel's compiler at pvc 2.88 / 3.88 instructions per DPAS in
     fp16 and 3.5 / 5.5 in int8; column-major fp16 B (one transposed load per DPAS B block) takes
     64x32 tiles with BK=32 (6 loads for 32 DPAS: pvc 1.94, bmg 1.69) over 32x32 tiles with BK=128
-    (20 for 64: 2.17 / 1.69).
+    (20 for 64: 2.17 / 1.69). Decode tiles whose k-step of B takes more than half the register
+    file (``estimate_gemm``'s ``b_kstep_fills_registers``) count a wait per load more: tf32
+    8x512x64/8sg (256 registers of B) pvc 3.75, bmg 2.69 against 8x512x32/8sg 2.88 / 2.62, and
+    column-major 8x512x64/16sg (128 of 128) 6.81 / 4.56 against 4.81 / 3.31.
 
     Without 2D block IO (dg2) the figures come from the block-read lowering's plan
     (``codegen/block_read_costs.py``): two instructions per message (the send and its address),
@@ -265,7 +268,8 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     if not dpas:
         return cost
     if other is None:       # 2D block IO: loop control as 4 a step, on top of the tile term's 4 / BK
-        return cost * (dpas + 2 * loads + 4) / dpas
+        waits = loads if est.get("b_kstep_fills_registers") else 0    # a sync per load (decode)
+        return cost * (dpas + 2 * loads + waits + 4) / dpas
     # the block-read plan counts the step's loop control and packing (``other``): no 4 / BK guess
     return share * (1 + 8 / BM + 8 / BN) * (dpas + 2 * loads + other) / dpas
 

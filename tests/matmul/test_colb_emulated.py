@@ -24,6 +24,9 @@ def _config(bm, bn, bk, nsg):
     ("pvc", "i8", (64, 128, 32, 8), (72, 100, 96)),      # int8: B blocks 32 deep; M / N edges
     ("bmg", "f16", (64, 64, 16, 4), (80, 72, 40)),
     ("bmg", "i8", (64, 128, 32, 8), (72, 100, 96)),
+    # tf32's decode pick (8x64 subgroup tiles, BK=32, 256 GRF): an M edge, N past the first
+    # workgroup (subgroups 88 columns in, partly and wholly out), a K tail of 8
+    ("pvc", "f32", (8, 512, 32, 8), (5, 600, 72)),
     # tf32 on bmg (emulation does not version the loop: the fast version's coordinates are
     # tested in tests/codegen/xegpu/test_block_coords.py)
     pytest.param("bmg", "f32", (64, 64, 16, 4), (72, 64, 40), marks=pytest.mark.slow),

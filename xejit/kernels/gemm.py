@@ -224,6 +224,12 @@ _XE_CONFIGS = [
     # rows of B): pvc fp16 2.88, int8 3.5, bmg 2.62 / 2.88 instructions per DPAS; they spill
     # 3.8-6.4 KB in the default register file. BK=128 with 8x32 tiles: int8 pvc 4.62, bmg 4.0.
     _c(8, 512, 64, 8, 3, "256"),
+    # tf32 column-major B's decode pick: 8x64 tiles with BK=32, a k-step of 128 bytes of K as
+    # fp16's BK=64 (16 transposed B loads, 128 registers of B). 8x512x64/16sg (8x32 tiles, the
+    # pick before) fills the default register file with its 16 B loads (bmg ~30 syncs) and
+    # 8x512x64/8sg spills 3.2 KB on pvc: pvc 6.81 -> 4.81, bmg / lnl 4.56 -> 3.31 instructions per
+    # DPAS, 0 spill. fp16 / int8 decode keep BK=64 (here 8 / 4 DPAS a k-step: pvc 3.5 / 4.75).
+    _c(8, 512, 32, 8, 3, "256"),
     _c(16, 256, 32, 16, 3),    # BK=64 here spilled 6.9 KB in the boundary-tile copy of the k-loop
     _c(32, 256, 32, 16, 3),
 ]
