@@ -53,6 +53,7 @@ from .codegen.block_read_costs import kstep_costs
 from .codegen.decode_slm import decode_a_staged, decode_spread_staged
 from .codegen.parity_dpas import column_parity
 from .codegen.intel_compiler import find_toolchain
+from .codegen.lower_xegpu import _DEFERRED_LANE_ROW_WORDS, LANE_ROWS_AHEAD
 from .codegen.passes.blocking import operand_plan
 from .codegen.passes.layout_propagation import mma_layout
 from .codegen.targets import check_block_shape, get_target
@@ -292,6 +293,13 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             # acm-g10: 8x32 tiles build with 0 spill at BK=16 and 32 (32 + 16 + 32 + 32 = 112 of
             # 112 registers at BK=32), 8x64 tiles spill 3 KB (168)
             kb, extra = op_k, 32 * t.registers.bytes_each
+        elif t.block_io is None and t.dpas is not None and op_k and col_b and sm == BM == t.dpas.max_m and \
+                sn >= _DEFERRED_LANE_ROW_WORDS:
+            # column-major B of wide decode tiles (8x64, the workgroup one subgroup tall): each B
+            # block is read at the DPAS before its own (lower_xegpu.py, Deferred.ahead), so two
+            # B blocks are live, not the k-step.
+            # acm-g10, 0 spill: fp16 8x512x32/8 and 8x512x16/8, int8 8x512x32/8 (64 + 16 + 16)
+            kb, extra = 0, (1 + LANE_ROWS_AHEAD) * op_k * t.dpas.n * b_t.itemsize
         elif t.block_io is None and t.dpas is not None and t.registers is not None and op_k and (
                 (col_b and sm > t.dpas.max_m) or (not col_b and BK > op_k)):
             # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler

@@ -217,8 +217,22 @@ def _shape_prune(configs, named, **kwargs):
     smallest_n = min(c.kwargs["BN"] for c in configs)
     keep = [c for c in configs if c.kwargs["BM"] <= max(cap(M), smallest_m)
             and c.kwargs["BN"] <= max(cap(N), smallest_n)
-            and c.kwargs["BM"] >= min(cap(M) // 16, 4)]   # no 1-row tiles for tall problems
+            and c.kwargs["BM"] >= min(cap(M) // 16, 4)   # no 1-row tiles for tall problems
+            and not (M > WIDE_DECODE_MAX_M and _wide_decode(c))]
     return keep or [min(configs, key=lambda c: c.kwargs["BM"] * c.kwargs["BN"])]
+
+
+#: wide decode tiles (8 x 64 and more a subgroup, the workgroup 8 rows tall) only up to this M:
+#: their fewer instructions per DPAS (dg2 column-major B 8x512x32/8sg 6.41 against 16x16 tiles'
+#: 14.25) would rank them first for tall GEMMs too, where B is read again for every 8 rows of C,
+#: traffic the per-DPAS model does not see
+WIDE_DECODE_MAX_M = 64
+
+
+def _wide_decode(c) -> bool:
+    """A config of one 8-row subgroup tile per workgroup row, at least 64 columns wide."""
+    kw, n = c.kwargs, c.num_subgroups or 1
+    return kw["BM"] == 8 and kw["BN"] // n >= 64
 
 
 def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None, b=None, c=None, ACC=None,

@@ -271,6 +271,7 @@ _DG2_CONFIGS = [
     # the perf model's 8 / BM would rank them above the 16x16 tiles for 4096^3 colB
     _c(8, 256, 16, 8, 2),
     _c(8, 256, 32, 8, 2),
+    _c(8, 512, 32, 8, 2),       # column-major B: 8x64 tiles (row-major B spills them, pruned)
     _c(8, 256, 16, 16, 2),      # fp16/bf16, then int8
     _c(8, 128, 16, 8, 2),
     _c(8, 256, 32, 16, 2),
