@@ -226,6 +226,10 @@ def test_config_spaces_fit_their_targets_for_bf16(target):
             w = np.empty((64, 64), np.float16)
             est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
                                 c.grf_mode, w, w.T, w, f32)
+            # ... with an fp16 C: a bf16 C's rounding spills next to the 8x64 accumulator (288-480 B)
+            b16 = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
+                                c.grf_mode, w, w.T, bf16, f32)
+            assert b16["problems"] and all("bf16" in p for p in b16["problems"]), (c, b16)
         assert est["problems"] == [], (c, est)
         if c.kwargs["BK"] == 128:
             est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,

@@ -109,8 +109,8 @@ _DEFERRED_WORDS = 32
 #: of spill and 256 B of private memory gathered into a buffer, 0 now); 16x16 / 16x8 tiles (16 / 8
 #: words) kept the buffer (read at the DPAS, their hot loops took 2 instructions more)
 _DEFERRED_LANE_ROW_WORDS = 64
-#: such a block read this many DPAS ahead (``Deferred.ahead``)
-LANE_ROWS_AHEAD = 1
+#: such a block read this many DPAS ahead (``Deferred.ahead``), in the cold and the fast version
+LANE_ROWS_AHEAD = (1, 2)
 
 
 def reg_type(t: ScalarType) -> ir.Type:
@@ -215,9 +215,9 @@ class Deferred:
     """A block load made where its DPAS takes it (``read()`` emits it there), not where the
     load is: only that block's words are live, not every array block's at once."""
     read: Callable[[], Any]
-    #: read one DPAS early (at the DPAS before the one that takes it): column-major B's lane
-    #: rows, so that the next block's load is in flight while this DPAS runs
-    ahead: bool = False
+    #: read this many DPAS early (at a DPAS before the one that takes it): column-major B's lane
+    #: rows, so that the next blocks' loads are in flight while this DPAS runs
+    ahead: int = 0
 
 
 def load_mode(op: Operation) -> str:
@@ -1102,7 +1102,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 ld = TLoad("B", tda, 0, w, 1, checked=True)
                 words = self.lane_row_words(ld, self.b.zext(self.lane_here(), I64), 0, 8)
                 return self.b.bitcast(words, self.vec_ty(rt))
-            self.env[id(r)] = Deferred(read, ahead=LANE_ROWS_AHEAD > 0)
+            self.env[id(r)] = Deferred(read, ahead=LANE_ROWS_AHEAD[bool(td.reads_in_bounds)])
         self.instructions["per-lane row load (lanerow) at its DPAS"] += 1
 
     def split_transposed_rows(self, buf, unit: ir.Type, per: int, nb: int) -> None:
@@ -1718,10 +1718,10 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         Intel's compiler waited on the previous DPAS before each load: 1-2 syncs a DPAS)."""
         ops = op.parent.ops
         i = next(j for j, o in enumerate(ops) if o is op)
-        nxt = [o for o in ops[i + 1:] if o.name == "xegpu.dpas"][:LANE_ROWS_AHEAD]
-        for o in nxt:
+        nxt = [o for o in ops[i + 1:] if o.name == "xegpu.dpas"][:max(LANE_ROWS_AHEAD)]
+        for j, o in enumerate(nxt):
             d = self.env.get(id(o.operands[1]))
-            if isinstance(d, Deferred) and d.ahead:
+            if isinstance(d, Deferred) and d.ahead > j:
                 self.env[id(o.operands[1])] = d.read()
 
     def op_xegpu_dpas(self, op: Operation) -> None:
