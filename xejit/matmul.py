@@ -260,8 +260,9 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     best-measured decode configs (acm-g10): fp16 8x256x32/8sg (8x32 subgroup tiles, row-major B by
     column parity: 8.38 instructions per DPAS issued, 16.75 per DPAS of work; column-major 9.88)
     over 8x256x32/16sg (8x16 tiles, 26.5 / 16.5), which the 4 / BK term picked; int8
-    8x256x32/8sg (50.25 / 11.25). DPAS beyond the work (column parity) count as other
-    instructions, not as DPAS."""
+    8x256x32/8sg (50.25 / 11.25); column-major B now takes 8x512x32/8sg (8x64 tiles, fp16 6.25,
+    int8 7.5; ranked only for M <= ``WIDE_DECODE_MAX_M``: ``_shape_prune``). DPAS beyond the work
+    (column parity) count as other instructions, not as DPAS."""
     cores = os.cpu_count() or 1
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
     padded = wgs * BM * BN * max(int(K), 1)
