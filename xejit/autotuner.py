@@ -53,6 +53,7 @@ from .codegen.block_read_costs import kstep_costs
 from .codegen.decode_slm import decode_a_staged, decode_spread_staged
 from .codegen.parity_dpas import column_parity, needs_staged_spread
 from .codegen.intel_compiler import find_toolchain
+from .codegen.lower_xegpu import _DEFERRED_LANE_ROW_WORDS, LANE_ROWS_AHEAD
 from .codegen.passes.blocking import operand_plan
 from .codegen.passes.layout_propagation import mma_layout
 from .codegen.targets import check_block_shape, get_target
@@ -208,6 +209,11 @@ def _a_staged(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_bits: int, b
     return None
 
 
+#: accumulator registers from which a bf16 C's rounding spills in decode tiles (column-major B, the
+#: workgroup one subgroup tall) without 2D block IO (calibrated; other tiles not measured)
+BF16_ROUNDING_ACC_REGISTERS = 64
+
+
 def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
                   a_type: Any, b_type: Any, c_type: Any, acc_type: Any,
                   precision: str | None = None) -> dict[str, Any]:
@@ -298,6 +304,13 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             # acm-g10: 8x32 tiles build with 0 spill at BK=16 and 32 (32 + 16 + 32 + 32 = 112 of
             # 112 registers at BK=32), 8x64 tiles spill 3 KB (168)
             kb, extra = op_k, 32 * t.registers.bytes_each
+        elif t.block_io is None and t.dpas is not None and op_k and col_b and sm == BM == t.dpas.max_m and \
+                sn >= _DEFERRED_LANE_ROW_WORDS:
+            # column-major B of wide decode tiles (8x64, the workgroup one subgroup tall): each B
+            # block is read at the DPAS before its own (lower_xegpu.py, Deferred.ahead), so two
+            # B blocks are live, not the k-step.
+            # acm-g10, 0 spill: fp16 8x512x32/8 and 8x512x16/8, int8 8x512x32/8 (64 + 16 + 16)
+            kb, extra = 0, (1 + max(LANE_ROWS_AHEAD)) * op_k * t.dpas.n * b_t.itemsize
         elif t.block_io is None and t.dpas is not None and t.registers is not None and op_k and (
                 (col_b and sm > t.dpas.max_m) or (not col_b and BK > op_k)):
             # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler
@@ -361,6 +374,14 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         # build with 0 spill
         problems.append(f"an 8-bit B panel of 4 words a work item over {BK // op_k} K-blocks runs Intel's "
                         f"compiler out of registers on {t.name} (calibrated: 128 B of spill)")
+    if t.block_io is None and t.registers is not None and c_t.name == "bf16" and acc_t.name == "f32" and \
+            col_b and sm == BM and sm * sn * acc_t.itemsize >= BF16_ROUNDING_ACC_REGISTERS * t.registers.bytes_each:
+        # a calibration: dg2's column-major B decode tiles of 8x64 (64 accumulator registers) spill
+        # outside the k-loop with a bf16 C (the epilogue's rounding to nearest-even next to the
+        # accumulator: spill and fill sends before the loops and after them; acm-g10, IGC 2.40:
+        # 8x512x16/8sg 288 B, 8x512x32/8sg 480 B; fp16 C and 8x32 tiles 0)
+        problems.append(f"rounding a {sm}x{sn} f32 accumulator to bf16 runs Intel's compiler out of "
+                        f"registers on {t.name} (calibrated: 288-480 B of spill)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)
         k = t.dpas.k_of(op_t) if op_t else None

@@ -217,8 +217,22 @@ def _shape_prune(configs, named, **kwargs):
     smallest_n = min(c.kwargs["BN"] for c in configs)
     keep = [c for c in configs if c.kwargs["BM"] <= max(cap(M), smallest_m)
             and c.kwargs["BN"] <= max(cap(N), smallest_n)
-            and c.kwargs["BM"] >= min(cap(M) // 16, 4)]   # no 1-row tiles for tall problems
+            and c.kwargs["BM"] >= min(cap(M) // 16, 4)   # no 1-row tiles for tall problems
+            and not (M > WIDE_DECODE_MAX_M and _wide_decode(c))]
     return keep or [min(configs, key=lambda c: c.kwargs["BM"] * c.kwargs["BN"])]
+
+
+#: wide decode tiles (8 x 64 and more a subgroup, the workgroup 8 rows tall) only up to this M:
+#: their fewer instructions per DPAS (dg2 column-major B 8x512x32/8sg 6.41 against 16x16 tiles'
+#: 14.25) would rank them first for tall GEMMs too, where B is read again for every 8 rows of C,
+#: traffic the per-DPAS model does not see
+WIDE_DECODE_MAX_M = 64
+
+
+def _wide_decode(c) -> bool:
+    """A config of one 8-row subgroup tile per workgroup row, at least 64 columns wide."""
+    kw, n = c.kwargs, c.num_subgroups or 1
+    return kw["BM"] == 8 and kw["BN"] // n >= 64
 
 
 def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None, b=None, c=None, ACC=None,
@@ -250,8 +264,9 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     column parity with the A^T spread staged in SLM: 5.62 instructions per DPAS issued, 11.25 per
     DPAS of work; column-major 9.88) over 8x256x32/16sg (8x16 tiles, 26.5 / 16.5), which the
     4 / BK term picked; int8 8x256x32/8sg (row-major by byte parity 6.75 issued, 27.0 per DPAS of
-    work / 11.25). DPAS beyond the work (column parity) count as other instructions, not as
-    DPAS."""
+    work); column-major B now takes 8x512x32/8sg (8x64 tiles, fp16 6.25, int8 7.5; ranked only
+    for M <= ``WIDE_DECODE_MAX_M``: ``_shape_prune``). DPAS beyond the work (column parity) count
+    as other instructions, not as DPAS."""
     cores = os.cpu_count() or 1
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
     padded = wgs * BM * BN * max(int(K), 1)

@@ -219,6 +219,17 @@ def test_config_spaces_fit_their_targets_for_bf16(target):
             continue
         est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
                             c.grf_mode, bf16, bf16, bf16, f32)
+        if target == "dg2" and c.kwargs["BM"] == 8 and c.kwargs["BN"] // c.num_subgroups == 64:
+            # dg2's 8x64 decode tiles are for column-major B (B's lane rows read a DPAS ahead):
+            # row-major B spills them (pruned), column-major fits
+            assert est["problems"] and all("registers" in p for p in est["problems"]), (c, est)
+            w = np.empty((64, 64), np.float16)
+            est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
+                                c.grf_mode, w, w.T, w, f32)
+            # ... with an fp16 C: a bf16 C's rounding spills next to the 8x64 accumulator (288-480 B)
+            b16 = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
+                                c.grf_mode, w, w.T, bf16, f32)
+            assert b16["problems"] and all("bf16" in p for p in b16["problems"]), (c, b16)
         assert est["problems"] == [], (c, est)
         if c.kwargs["BK"] == 128:
             est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
@@ -250,11 +261,13 @@ def test_model_prunes_what_intels_compiler_spills(target):
 # (benchmarks/bench_device_code.py --targets dg2 --dtypes fp16 int8 --variants rowB colB): spill bytes.
 # Every other config with a whole number of DPAS K-blocks builds with 0 spill and 0 private memory.
 DG2_SPILLS = {
-    ("fp16", False): {(256, 64, 512, 64): 33408, (256, 64, 256, 64): 128, (512, 32, 512, 64): 224},
+    ("fp16", False): {(256, 64, 512, 64): 33408, (256, 64, 256, 64): 128, (512, 32, 512, 64): 224,
+                      (8, 512, 32, 8): 3904},
     ("fp16", True): {(128, 128, 16, 32): 4928, (64, 128, 16, 16): 4928, (256, 128, 16, 64): 4928,
                      (256, 64, 128, 64): 8960, (256, 64, 512, 64): 34336, (256, 64, 256, 64): 17088,
                      (256, 64, 64, 64): 5760, (512, 32, 256, 64): 17088, (512, 32, 512, 64): 34336},
-    ("int8", False): {(512, 32, 256, 64): 128},     # calibrated in estimate_gemm (4 words a work item)
+    ("int8", False): {(512, 32, 256, 64): 128,      # calibrated in estimate_gemm (4 words a work item)
+                      (8, 512, 32, 8): 5600},
     ("int8", True): {(256, 64, 128, 64): 7296, (256, 64, 512, 64): 18304, (256, 64, 256, 64): 8416,
                      (512, 32, 256, 64): 8416, (512, 32, 512, 64): 18304},
 }

@@ -13,7 +13,7 @@ step i + 1's barrier, hence after step i's reads). The fast loop takes two steps
 (``_lower_for``'s ``enter.pairs``), so each copy's buffer and every SLM address is loop-invariant.
 
 All work items must take the same k-loop version (the barrier): the versioning test is made on
-the workgroup's panels (``SlmStaging.panel_reads_ok``).
+the workgroup's panels (:meth:`DecodeSlm.decode_reads_ok`).
 
 :class:`DecodeSlm` is a mixin of ``lower_xegpu.XeGPULowering``.
 """
@@ -90,6 +90,7 @@ class DPlan:
     share_off: Optional[ir.Value] = None
     c0: Optional[ir.Value] = None
     lane8: Optional[ir.Value] = None
+    lane_ptr: ir.Value | None = None
 
     @property
     def words(self) -> int:
@@ -274,6 +275,9 @@ class DecodeSlm:
         # lane l's of a subgroup block write at a uniform address (per-lane stores took Intel's
         # compiler about 6 instructions of address each, remade from the lane id every step)
         dp.c0 = b.mul(bi.sub_group_id(b), I32(dp.q))
+        # the lane's SLM words of an A operand, from the buffers' start: each k-step's loads add a
+        # constant (its buffer's and K-block's words), not the lane's offset again
+        dp.lane_ptr = b.gep(dp.buf, [b.zext(dp.lane8, I64)], source_etype=I32)
         epw = 32 // td.type.dtype.bitwidth
         dp.share_off = b.add(b.mul(b.zext(self.lane, I64), td.s0), b.zext(b.mul(dp.c0, I32(epw)), I64))
         return self._buffer_hook(dp, step)
@@ -299,8 +303,7 @@ class DecodeSlm:
         self.instructions["workgroup barrier (A staged, one a k-step)"] += 1
         vt = ir.VectorType(I32, 8)
         for a, (res, rt) in enumerate(zip(op.results, rtypes)):
-            idx = b.add(dp.lane8, b.add(dp.cur, I32(64 * a)))
-            ptr = b.gep(dp.buf, [b.zext(idx, I64)], source_etype=I32)
+            ptr = b.gep(dp.lane_ptr, [b.zext(b.add(dp.cur, I32(64 * a)), I64)], source_etype=I32)
             ld = b.load(b.bitcast(ptr, ir.PointerType(vt, addrspace=bi.LOCAL_AS)), typ=vt)
             ld.align = 4
             vt_r = self.vec_ty(rt)

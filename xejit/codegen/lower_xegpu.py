@@ -109,6 +109,8 @@ _DEFERRED_WORDS = 32
 #: of spill and 256 B of private memory gathered into a buffer, 0 now); 16x16 / 16x8 tiles (16 / 8
 #: words) kept the buffer (read at the DPAS, their hot loops took 2 instructions more)
 _DEFERRED_LANE_ROW_WORDS = 64
+#: such a block read this many DPAS ahead (``Deferred.ahead``), in the cold and the fast version
+LANE_ROWS_AHEAD = (1, 2)
 
 
 def reg_type(t: ScalarType) -> ir.Type:
@@ -213,6 +215,9 @@ class Deferred:
     """A block load made where its DPAS takes it (``read()`` emits it there), not where the
     load is: only that block's words are live, not every array block's at once."""
     read: Callable[[], Any]
+    #: read this many DPAS early (at a DPAS before the one that takes it): column-major B's lane
+    #: rows, so that the next blocks' loads are in flight while this DPAS runs
+    ahead: int = 0
 
 
 def load_mode(op: Operation) -> str:
@@ -1097,7 +1102,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 ld = TLoad("B", tda, 0, w, 1, checked=True)
                 words = self.lane_row_words(ld, self.b.zext(self.lane_here(), I64), 0, 8)
                 return self.b.bitcast(words, self.vec_ty(rt))
-            self.env[id(r)] = Deferred(read)
+            self.env[id(r)] = Deferred(read, ahead=LANE_ROWS_AHEAD[bool(td.reads_in_bounds)])
         self.instructions["per-lane row load (lanerow) at its DPAS"] += 1
 
     def split_transposed_rows(self, buf, unit: ir.Type, per: int, nb: int) -> None:
@@ -1706,6 +1711,19 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         self.env[id(op.result)] = res
         self.instructions["fma multiply-accumulate (no DPAS)"] += 1
 
+    def read_next_ahead(self, op: Operation) -> None:
+        """The B operand of the block's next DPAS read now when it is a :class:`Deferred` to be
+        read ahead: its load is issued before this DPAS, into a second register block (read at
+        its own DPAS, every B block of an 8x64 decode tile landed in one register block, and
+        Intel's compiler waited on the previous DPAS before each load: 1-2 syncs a DPAS)."""
+        ops = op.parent.ops
+        i = next(j for j, o in enumerate(ops) if o is op)
+        nxt = [o for o in ops[i + 1:] if o.name == "xegpu.dpas"][:max(LANE_ROWS_AHEAD)]
+        for j, o in enumerate(nxt):
+            d = self.env.get(id(o.operands[1]))
+            if isinstance(d, Deferred) and d.ahead > j:
+                self.env[id(o.operands[1])] = d.read()
+
     def op_xegpu_dpas(self, op: Operation) -> None:
         if op.attributes.get("software"):
             self.software_mma(op)
@@ -1720,6 +1738,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         for v in op.operands[:2]:
             if isinstance(self.env[id(v)], Deferred):     # read here (load_by_block_reads)
                 self.env[id(v)] = self.env[id(v)].read()
+        self.read_next_ahead(op)
         ta = self.transposed_slice(self.env[id(op.operands[0])])
         if ta is not None:       # C^T += B^T A^T: B^T is the DPAS A operand (transposed_dpas.py)
             tb = self.transposed_slice(self.env[id(op.operands[1])])

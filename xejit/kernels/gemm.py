@@ -271,14 +271,20 @@ _DG2_CONFIGS = [
     # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS of work a k-step: fp16 BK=16
     # rowB 6.31 instructions per DPAS issued (8 DPAS by column parity, codegen/parity_dpas.py, the
     # A^T spread staged in SLM: decode_slm.py), colB 11.5; int8 BK=32 rowB 6.75 (16 DPAS by byte
-    # parity, 27.0 per DPAS of work; B^T packed 50.25), colB 11.25; fp16 BK=32 rowB 5.62 (16 DPAS,
-    # 11.25 per DPAS of work; packed it spilled 736 B), colB 9.88 with B's lane rows read at the
-    # DPAS in the cold version), then 8x16 tiles (fp16 30.0 / 20.5, BK=32 26.5 / 16.5; int8 55.0 /
-    # 19.0: B^T packed, too narrow for parity). 8x64 tiles (fp16 colB
-    # 8x512x16/8sg 8.88, 8x512x32/8sg 8.5, 0 spill) are not listed: rowB and int8 spill them, and
-    # the perf model's 8 / BM would rank them above the 16x16 tiles for 4096^3 colB
+    # parity, 27.0 per DPAS of work; B^T packed 50.25), colB 9.0 (A staged in SLM); fp16 BK=32 rowB
+    # 5.62 (16 DPAS, 11.25 per DPAS of work; packed it spilled 736 B), colB 7.94 (A staged in SLM),
+    # then 8x16 tiles (fp16 30.0 / 20.5, BK=32 26.5 / 16.5; int8 55.0 / 19.0: B^T packed, too
+    # narrow for parity). Column-major B takes 8x64 tiles (8x512x32/8sg: fp16 6.25, int8 7.5).
     _c(8, 256, 16, 8, 2),
     _c(8, 256, 32, 8, 2),
+    # column-major B only (row-major B spills it: 3.9 KB fp16, 5.6 KB int8; pruned): 8x64 subgroup
+    # tiles, B's lane rows read one DPAS ahead of their own (two ahead in the fast version,
+    # lower_xegpu.py LANE_ROWS_AHEAD): fp16 6.25 (bf16 the same path), int8 7.5, 0 spill (read at
+    # their DPAS: 6.72, int8 288 B of spill). Ranked for M <= 64 only (matmul.WIDE_DECODE_MAX_M):
+    # the per-DPAS model would take it for 4096^3 column-major B too. Not listed: 8x512x64/8sg (int8
+    # 6.28 in the hot loop but 2.1 KB of spill in the cold version; fp16 7.9 KB), 8x512x16/8sg 7.75,
+    # 8x1024x32/16sg fp16 6.59 / int8 8.06.
+    _c(8, 512, 32, 8, 2),
     _c(8, 256, 16, 16, 2),      # fp16/bf16, then int8
     _c(8, 128, 16, 8, 2),
     _c(8, 256, 32, 16, 2),

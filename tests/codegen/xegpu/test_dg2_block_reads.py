@@ -127,6 +127,15 @@ def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     # int8 8x64 decode tiles (~20 s of CPU to build): the fp16 8x64 cases above take the same
     # per-DPAS lane-row reads, the int8 8x32 cases int8's
     pytest.param("i8", (8, 512, 64, 8), (8, 512, 192), marks=pytest.mark.slow),
+    # the library's 8x64 decode tiles (8x512x32/8sg), B's lane rows read one DPAS ahead (two in
+    # the fast version) with A staged: 3 k-steps over two workgroups; an N edge (the second
+    # workgroup's cold version, read one ahead, next to the first one's fast version); int8 over 3
+    # k-steps; int8 8x1024 over 16 subgroups (64 words of A for 128 work items: idle writers)
+    ("f16", (8, 512, 32), (8, 1024, 96)),
+    ("f16", (8, 512, 32), (8, 700, 128)),
+    ("i8", (8, 512, 32), (8, 512, 96)),
+    ("i8", (8, 1024, 32, 16), (8, 1024, 64)),
+    pytest.param("bf16", (8, 512, 32), (8, 520, 64), marks=pytest.mark.slow),   # fp16's path
 ])
 def test_column_major_b_on_dg2(monkeypatch, dtype, tile, shape):
     """B stored [N, K] (a Linear layer's weights: ``a @ w.T``): its K pairs are adjacent, so in
