@@ -157,7 +157,6 @@ class CompiledKernel:
         lines.append("stage times: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.timings.items()))
         return "\n".join(lines)
 
-
     def _measured_spill(self) -> int | None:
         """Intel's compiler's spill bytes, or None where it has not built / cannot build this kernel."""
         if not self.has_device_binary or (self._binary is None and intel_compiler.find_toolchain() is None):
