@@ -137,13 +137,21 @@ def _pipeline(loop: Operation, stages: int, n: int, split: bool = False) -> int:
     if not cands:
         return 0
     ranges = [None] * len(cands)
-    if split and len(cands) > 1 and len({pt.dtype.itemsize for _, _, pt in cands}) == 1 and \
-            all(tuple(getattr(init.operands[0].type, "order", (1, 0))) != (0, 1) for _, init, _ in cands):
-        lays = split_prefetch([pt.shape for _, _, pt in cands], cands[0][2].dtype.itemsize, n)
+    if split and len(cands) > 1 and len({pt.dtype.itemsize for _, _, pt in cands}) == 1:
+        # split in the memory's view: a column-major tile's rows are the tile's columns (A x B^T:
+        # A's and B's k-step blocks both h rows x 64 bytes of K, one payload for the pair)
+        col = [tuple(getattr(init.operands[0].type, "order", (1, 0))) == (0, 1) for _, init, _ in cands]
+        # (a column-major tile one block wide in memory: its layout, reversed, still enumerates
+        # the subgroups of a range over all its blocks; wider, a range would repeat some blocks)
+        one_wide = all(pt.shape[0] * pt.dtype.itemsize <= 64 for (_, _, pt), c in zip(cands, col) if c)
+        lays = None if not one_wide else split_prefetch([pt.shape[::-1] if c else pt.shape for (_, _, pt), c in zip(cands, col)],
+                              cands[0][2].dtype.itemsize, n)
         if lays is not None:
             lo = 0
-            for i, ((upd, init, pt), lay) in enumerate(zip(cands, lays)):
-                cnt = pt.shape[0] // lay.sg_data[0] * lay.sg_layout[1]
+            for i, ((upd, init, pt), lay, c) in enumerate(zip(cands, lays, col)):
+                cnt = pt.shape[c] // lay.sg_data[0] * lay.sg_layout[1]
+                if c:
+                    lay = Layout(lay.sg_layout[::-1], lay.sg_data[::-1])
                 cands[i] = (upd, init, TileType(pt.shape, pt.dtype, pt.order, lay, False))
                 ranges[i] = [lo, lo + cnt]
                 lo += cnt
