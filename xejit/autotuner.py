@@ -53,6 +53,7 @@ from .codegen.block_read_costs import kstep_costs
 from .codegen.decode_slm import decode_a_staged, decode_spread_staged
 from .codegen.parity_dpas import column_parity
 from .codegen.intel_compiler import find_toolchain
+from .codegen.passes import pipelining
 from .codegen.passes.blocking import operand_plan
 from .codegen.passes.layout_propagation import mma_layout
 from .codegen.targets import check_block_shape, get_target
@@ -379,6 +380,10 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         block("C block", c_t.bitwidth, sm, sn, "store", lim.store_max_height)
         if k is not None and not problems and not fma:
             out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, b_order))
+            # the pipelining pass's cooperative prefetch of the workgroup's k-step (num_stages >= 1)
+            out["prefetches_per_kstep"] = pipelining.messages_per_subgroup(
+                [((BM, BK), a_t.itemsize, _array_order(a_type) == (0, 1)), ((BK, BN), b_t.itemsize, col_b)],
+                nsg, lim.payload_war_workaround)
     elif t.dpas is not None and op_k and not problems:
         # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
         words = _share_words(t, BK, BN, nsg, b_t.bitwidth) if staged else None

@@ -41,6 +41,7 @@ import numpy as np
 from .errors import XejitTypeError, XejitValueError
 from . import language as xl, options
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
+from .codegen.passes.pipelining import PREFETCH_WAR_READS
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits
 from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIG, STRIP_MAX_K, STRIP_NC,
@@ -263,8 +264,15 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     dpas, loads, other = (est.get(f"{x}_per_kstep") for x in ("dpas", "loads", "other"))
     if not dpas:
         return cost
-    if other is None:       # 2D block IO: loop control as 4 a step, on top of the tile term's 4 / BK
-        return cost * (dpas + 2 * loads + 4) / dpas
+    if other is None:
+        # 2D block IO: the k-step's loop control as 4 (no 4 / BK guess), and its prefetch
+        # messages as 2 each (send, coordinate) plus IGC's no-op payload reads on pvc: tf32
+        # column-major B 256x256x16/32sg (one split prefetch, 1.84) over 256x128x64/32sg (two, 2.17),
+        # which the 4 / BK term ranked first; int8 column-major B keeps 256x128x128/32sg (2.28)
+        # over 256x256x32/32sg (2.69: two prefetches for 16 DPAS)
+        pf = est.get("prefetches_per_kstep") or 0
+        pf_cost = 2 + (PREFETCH_WAR_READS if t.block_io.payload_war_workaround else 0)
+        return share * (1 + 8 / BM + 8 / BN) * (dpas + 2 * loads + pf_cost * pf + 4) / dpas
     # the block-read plan counts the step's loop control and packing (``other``): no 4 / BK guess
     return share * (1 + 8 / BM + 8 / BN) * (dpas + 2 * loads + other) / dpas
 

@@ -440,8 +440,11 @@ BF16_TF32_PICKS = {
     # their constant offset outermost in the counted coordinates (lower_xegpu._lower_for), so they
     # share one payload with immediate offsets. bmg / lnl 4096^3 138 -> 110 instructions for 64
     # DPAS (2.16 -> 1.72), decode 97 -> 73 for 16 (6.06 -> 4.56: over 4, see docs/compiler.md).
-    # pvc (no immediate offsets): 2.17 / 6.81, unchanged.
-    ("bmg", "tf32", 4096, True): ((256, 128, 64, 32), 64, 1.75),
+    # pvc (no immediate offsets): 2.17 / 6.81, unchanged. 4096^3: 64x32 subgroup tiles at BK=16
+    # (256x256x16/32sg: 2 A + 4 B loads and one split prefetch for 32 DPAS), which the perf model
+    # picks once it counts prefetches and drops its 4 / BK guess: pvc 1.84, bmg / lnl 1.66.
+    ("pvc", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.85),
+    ("bmg", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.7),
     ("bmg", "tf32", 8, True): ((8, 512, 64, 16), 16, 4.6),
 }
 # lnl (Xe2-LPG) builds what bmg does: its bf16 / tf32 picks, slow
@@ -450,7 +453,7 @@ LNL_PICKS = {
     ("lnl", "bf16", 8, False): ((8, 512, 64, 8), 16, 2.6),         # 2.56
     ("lnl", "tf32", 4096, False): ((256, 128, 128, 32), 128, 1.45),  # 1.41
     ("lnl", "tf32", 8, False): ((8, 512, 64, 8), 32, 2.7),         # 2.69
-    ("lnl", "tf32", 4096, True): ((256, 128, 64, 32), 64, 1.75),   # 1.72
+    ("lnl", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.7),    # 1.66
     ("lnl", "tf32", 8, True): ((8, 512, 64, 16), 16, 4.6),         # 4.56
 }
 
@@ -501,6 +504,25 @@ def test_perf_model_counts_the_blocking_plans_loads_per_dpas():
     assert fewest == [1 + 2, 2 + 4]
     assert figures(np.float32, 128, 128, 32, 16, "256", prec="tf32") == (32, 2 + 2)
     assert figures(np.float32, 128, 128, 32, 16, "256") == (None, None)
+
+
+@pytest.mark.parametrize("target,dtype,bm,bn,bk,nsg,col_b,want", [
+    ("pvc", np.float32, 256, 256, 16, 32, True, 1),    # A's and B's 16-row blocks split: one message
+    ("pvc", np.float32, 256, 128, 64, 32, True, 2),    # 256 bytes of K: a message per tile
+    ("bmg", np.float32, 256, 256, 16, 32, True, 2),    # no split where payload rewrites are cheap
+    ("pvc", np.int8, 128, 128, 128, 16, True, 1),      # B two 64-byte blocks of K wide, split too
+    ("pvc", np.int8, 256, 128, 128, 32, True, 2),      # 16 + 8 blocks of 32 rows: not 32
+    ("pvc", F16, 256, 256, 64, 32, False, 1),
+])
+def test_perf_model_counts_the_pipelining_pass_prefetches(target, dtype, bm, bn, bk, nsg, col_b, want):
+    """``estimate_gemm``'s ``prefetches_per_kstep`` (what ``matmul._perf_model`` weighs, with pvc's
+    3 no-op reads of IGC a message) is what the fast k-loop issues."""
+    from xejit.autotuner import estimate_gemm
+    a = np.empty((64, 64), dtype)
+    b = np.empty((64, 64), dtype).T if col_b else np.empty((64, 64), dtype)
+    acc, prec = (i32, None) if dtype is np.int8 else (f32, "tf32" if dtype is np.float32 else None)
+    e = estimate_gemm(target, bm, bn, bk, nsg, "256", a, b, a, acc, prec)
+    assert e["prefetches_per_kstep"] == want, e
 
 
 @pytest.mark.slow

@@ -326,8 +326,8 @@ def test_slm_exchange_blocked_matches_subgroup_ir(target, name, meta, xshape, ys
 @given(nsg=st.sampled_from([1, 2, 4, 8]), bm=st.sampled_from([16, 32, 64]), bn=st.sampled_from([32, 64]),
        bk=st.sampled_from([16, 32]), stages=st.integers(1, 3), m=st.integers(1, 70), n=st.integers(1, 70),
        k=st.integers(1, 90), seed=st.integers(0, 2**16), bcol=st.booleans())
-# column-major B split with A over subgroup ranges (32-row blocks, 2 + 2), and a k-step two blocks
-# wide in B's memory (BK=64), which is not split
+# column-major B split with A over subgroup ranges (32-row blocks, 2 + 2), and a k-step two
+# 64-byte blocks wide in B's memory (BK=64: B's layout takes its N blocks fastest)
 @example(nsg=4, bm=64, bn=64, bk=32, stages=2, m=70, n=61, k=90, seed=1, bcol=True)
 @example(nsg=8, bm=64, bn=64, bk=64, stages=1, m=70, n=61, k=90, seed=2, bcol=True)
 def test_cooperative_prefetch_differential(nsg, bm, bn, bk, stages, m, n, k, seed, bcol):
