@@ -232,7 +232,9 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     what a subgroup's k-loop issues per DPAS at best: its DPAS, two instructions per 2D block load
     (the send and the write of its coordinate into its address payload, which the XeGPU lowering
     makes per message; the loads from the blocking pass's plan, ``estimate_gemm``'s
-    ``loads_per_kstep``) and four instructions of loop control. Workgroup tiles of equal shape
+    ``loads_per_kstep``), the same per prefetch message of the pipelining pass's plan
+    (``prefetches_per_kstep``) plus IGC's 3 no-op payload reads each on pvc, and four
+    instructions of loop control (which replace the tile term's 4 / BK there). Workgroup tiles of equal shape
     split over fewer subgroups have larger subgroup tiles and fewer loads per DPAS: decode's
     8x512x64 is 8x64 per subgroup over 8 subgroups (16 fp16 DPAS, 6 loads) against 8x32 over 16
     (8 DPAS, 4 loads), measured by Intel's compiler at pvc 2.88 / 3.88 instructions per DPAS in
