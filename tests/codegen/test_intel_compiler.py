@@ -478,6 +478,30 @@ def test_bf16_and_tf32_picks_reach_the_goals(target, dtype, M, col_b, monkeypatc
     assert bin_.hot_loop.dpas == dpas and bin_.hot_loop.per_dpas <= bound, bin_.hot_loop_text()
 
 
+# int8 picks for 4096^3 without timing runs, once the perf model counts prefetch messages (pvc's 3
+# no-op reads each): pvc takes 128x128x128/16sg, whose k-step's A and B blocks (32 rows x 64 bytes)
+# split over its 16 subgroups, one prefetch each (256x128x128/32sg: 24 blocks, two prefetches a
+# subgroup: row-major 1.91, column-major 2.28). Column-major B's 10 loads (8 transposed, one DPAS
+# block each), a payload coordinate each and IGC's syncs keep it over 2 (docs/compiler.md). bmg
+# keeps 256x128x128/32sg (XE2_XE3_PICKS: lnl / ptl build the same code).
+@pytest.mark.parametrize("target,col_b,want,bound", [
+    ("pvc", False, (128, 128, 128, 16), 1.85),    # 1.84
+    ("pvc", True, (128, 128, 128, 16), 2.1),      # 2.09
+    pytest.param("bmg", False, (256, 128, 128, 32), 1.65, marks=pytest.mark.slow),   # 1.62
+    pytest.param("bmg", True, (256, 128, 128, 32), 1.8, marks=pytest.mark.slow),     # 1.78
+])
+def test_int8_picks(target, col_b, want, bound, monkeypatch):
+    a, b, c, M, N, K = _gemm_args(np.int8, acc=np.int32)
+    b = np.empty((N, K), np.int8).T if col_b else b
+    kw = {"ACC": i32, "HAS_BIAS": False, "ACT": None}
+    pick = _model_pick(monkeypatch, target, (a, b, c, M, N, K), kw)
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == want, pick
+    bin_ = gemm_kernel.compile(a, b, c, c, M, N, K, target=target, **kw, **pick.all_kwargs()).device_binary
+    assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
+    h = bin_.hot_loop
+    assert h.dpas == 32 and h.prefetches == (1 if target == "pvc" else 2) and h.per_dpas <= bound, bin_.hot_loop_text()
+
+
 def test_perf_model_counts_the_blocking_plans_loads_per_dpas():
     """The k-step figures the perf model scales by come from the blocking pass's plan: fp16 64x32
     subgroup tiles with BK=64 load A in 4 messages (32 rows x 64 bytes) and B in 2 (VNNI, 32 rows
