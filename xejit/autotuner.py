@@ -219,7 +219,9 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     operand blocks in registers (32 rows of K of 16/32-bit operands on targets with 2D block IO).
     ``precision`` is the GEMM's ``input_precision``: fp32 operands go through DPAS (as tf32) only
     with ``"tf32"``, else they run on FMA. Returns ``{"sg_layout", "sg_tile", "bytes", "registers", "register_limit", "slm_bytes",
-    "problems": [reasons the config cannot fit]}``.
+    "problems": [reasons the config cannot fit]}``; with DPAS and 2D block IO also the k-step's
+    ``dpas_per_kstep``, ``loads_per_kstep``, ``min_loads_per_kstep`` and ``prefetches_per_kstep``
+    (a subgroup's messages of the pipelining pass's cooperative prefetch, ``pipelining.plan``).
     """
     t = get_target(target) if isinstance(target, str) else target
     nsg = num_subgroups or 1
