@@ -393,7 +393,7 @@ def test_int8_column_major_b_decode_pick_prefetches_in_plain_blocks(target, boun
 # a send and a coordinate write per 2D block load, so 64x32 subgroup tiles with BK=32 (256x256x32,
 # 32 subgroups: 2 A + 4 transposed B loads for 32 DPAS) beat 32x32 tiles with BK=128
 # (256x128x128: 4 + 16 for 64), which it picked when a load counted once. Intel's compiler, pvc /
-# bmg: 1.94 / 1.69 instructions per DPAS (bmg 1.78 before its immediate block offsets; 256x128x128:
+# bmg: 1.81 / 1.69 instructions per DPAS (pvc 1.94 before column-major B's split prefetch) (bmg 1.78 before its immediate block offsets; 256x128x128:
 # 2.17 / 1.69). 256x256x64/32sg, which spills 1280 / 1600 B with column-major B, is pruned by the
 # resource model (B's whole k-step live) and by Intel's compiler (the full prune builds every
 # config: ~1-2 minutes per target on a cold cache).
