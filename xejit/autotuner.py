@@ -54,6 +54,7 @@ from .codegen.decode_slm import decode_a_staged, decode_spread_staged
 from .codegen.parity_dpas import column_parity, needs_staged_spread
 from .codegen.intel_compiler import find_toolchain
 from .codegen.lower_xegpu import _DEFERRED_LANE_ROW_WORDS, LANE_ROWS_AHEAD
+from .codegen.passes import pipelining
 from .codegen.passes.blocking import operand_plan
 from .codegen.passes.layout_propagation import mma_layout
 from .codegen.targets import check_block_shape, get_target
@@ -224,7 +225,9 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     operand blocks in registers (32 rows of K of 16/32-bit operands on targets with 2D block IO).
     ``precision`` is the GEMM's ``input_precision``: fp32 operands go through DPAS (as tf32) only
     with ``"tf32"``, else they run on FMA. Returns ``{"sg_layout", "sg_tile", "bytes", "registers", "register_limit", "slm_bytes",
-    "problems": [reasons the config cannot fit]}``.
+    "problems": [reasons the config cannot fit]}``; with DPAS and 2D block IO also the k-step's
+    ``dpas_per_kstep``, ``loads_per_kstep``, ``min_loads_per_kstep`` and ``prefetches_per_kstep``
+    (a subgroup's messages of the pipelining pass's cooperative prefetch, ``pipelining.plan``).
     """
     t = get_target(target) if isinstance(target, str) else target
     nsg = num_subgroups or 1
@@ -408,6 +411,10 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         block("C block", c_t.bitwidth, sm, sn, "store", lim.store_max_height)
         if k is not None and not problems and not fma:
             out.update(_kstep_messages(t, sm, sn, BK, k, a_t, b_t, b_order))
+            # the pipelining pass's cooperative prefetch of the workgroup's k-step (num_stages >= 1)
+            out["prefetches_per_kstep"] = pipelining.messages_per_subgroup(
+                [((BM, BK), a_t.itemsize, _array_order(a_type) == (0, 1)), ((BK, BN), b_t.itemsize, col_b)],
+                nsg, lim.payload_war_workaround)
             if sm <= t.dpas.max_m and t.registers is not None:
                 # decode tiles (one DPAS row block): each B block feeds one DPAS, and Intel's
                 # compiler issues a k-step's B loads ahead of their DPAS; where B's k-step takes

@@ -41,6 +41,7 @@ import numpy as np
 from .errors import XejitTypeError, XejitValueError
 from . import language as xl, options
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
+from .codegen.passes.pipelining import PREFETCH_WAR_READS
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits
 from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIG, STRIP_MAX_K, STRIP_NC,
@@ -245,7 +246,9 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     what a subgroup's k-loop issues per DPAS at best: its DPAS, two instructions per 2D block load
     (the send and the write of its coordinate into its address payload, which the XeGPU lowering
     makes per message; the loads from the blocking pass's plan, ``estimate_gemm``'s
-    ``loads_per_kstep``) and four instructions of loop control. Workgroup tiles of equal shape
+    ``loads_per_kstep``), the same per prefetch message of the pipelining pass's plan
+    (``prefetches_per_kstep``) plus IGC's 3 no-op payload reads each on pvc, and four
+    instructions of loop control (which replace the tile term's 4 / BK there). Workgroup tiles of equal shape
     split over fewer subgroups have larger subgroup tiles and fewer loads per DPAS: decode's
     8x512x64 is 8x64 per subgroup over 8 subgroups (16 fp16 DPAS, 6 loads) against 8x32 over 16
     (8 DPAS, 4 loads), measured by Intel's compiler at pvc 2.88 / 3.88 instructions per DPAS in
@@ -282,9 +285,17 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     dpas, loads, other = (est.get(f"{x}_per_kstep") for x in ("dpas", "loads", "other"))
     if not dpas:
         return cost
-    if other is None:       # 2D block IO: loop control as 4 a step, on top of the tile term's 4 / BK
-        waits = loads if est.get("b_kstep_fills_registers") else 0    # a sync per load (decode)
-        return cost * (dpas + 2 * loads + waits + 4) / dpas
+    if other is None:
+        # 2D block IO: the k-step's loop control as 4 (no 4 / BK guess), and its prefetch
+        # messages as 2 each (send, coordinate) plus IGC's no-op payload reads on pvc: tf32
+        # column-major B 256x256x16/32sg (one split prefetch, 1.84) over 256x128x64/32sg (two, 2.17),
+        # which the 4 / BK term ranked first; int8 column-major B keeps 256x128x128/32sg (2.28)
+        # over 256x256x32/32sg (2.69: two prefetches for 16 DPAS). Decode tiles whose k-step of B
+        # fills the register file wait once per load (a sync per load).
+        pf = est.get("prefetches_per_kstep") or 0
+        pf_cost = 2 + (PREFETCH_WAR_READS if t.block_io.payload_war_workaround else 0)
+        waits = loads if est.get("b_kstep_fills_registers") else 0
+        return share * (1 + 8 / BM + 8 / BN) * (dpas + 2 * loads + waits + pf_cost * pf + 4) / dpas
     # the block-read plan counts the step's loop control and packing (``other``): no 4 / BK guess
     return share * (1 + 8 / BM + 8 / BN) * (dpas + 2 * loads + other) / dpas
 

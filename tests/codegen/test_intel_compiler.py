@@ -394,7 +394,7 @@ def test_int8_column_major_b_decode_pick_prefetches_in_plain_blocks(target, boun
 # a send and a coordinate write per 2D block load, so 64x32 subgroup tiles with BK=32 (256x256x32,
 # 32 subgroups: 2 A + 4 transposed B loads for 32 DPAS) beat 32x32 tiles with BK=128
 # (256x128x128: 4 + 16 for 64), which it picked when a load counted once. Intel's compiler, pvc /
-# bmg: 1.94 / 1.69 instructions per DPAS (bmg 1.78 before its immediate block offsets; 256x128x128:
+# bmg: 1.81 / 1.69 instructions per DPAS (pvc 1.94 before column-major B's split prefetch) (bmg 1.78 before its immediate block offsets; 256x128x128:
 # 2.17 / 1.69). 256x256x64/32sg, which spills 1280 / 1600 B with column-major B, is pruned by the
 # resource model (B's whole k-step live) and by Intel's compiler (the full prune builds every
 # config: ~1-2 minutes per target on a cold cache).
@@ -446,7 +446,11 @@ BF16_TF32_PICKS = {
     # loads fill the default register file). The decode pick is now 8x512x32/8sg in 256 GRF (8x64
     # tiles, the same 16 B loads in half the file): bmg / lnl 53 instructions (3.31), pvc 77
     # (6.81 -> 4.81; pvc over 4: a payload write per transposed load, docs/compiler.md).
-    ("bmg", "tf32", 4096, True): ((256, 128, 64, 32), 64, 1.75),
+    # 4096^3: 64x32 subgroup tiles at BK=16 (256x256x16/32sg: 2 A + 4 B loads and one split
+    # prefetch for 32 DPAS), which the perf model picks once it counts prefetches and drops its
+    # 4 / BK guess: pvc 2.17 -> 1.84, bmg / lnl 1.72 -> 1.66.
+    ("pvc", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.85),
+    ("bmg", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.7),
     ("bmg", "tf32", 8, True): ((8, 512, 32, 8), 16, 3.35),
     ("pvc", "tf32", 8, True): ((8, 512, 32, 8), 16, 4.85),
 }
@@ -456,7 +460,7 @@ LNL_PICKS = {
     ("lnl", "bf16", 8, False): ((8, 512, 64, 8), 16, 2.6),         # 2.56
     ("lnl", "tf32", 4096, False): ((256, 128, 128, 32), 128, 1.45),  # 1.41
     ("lnl", "tf32", 8, False): ((8, 512, 32, 8), 16, 2.65),        # 2.62 (8x512x64/8sg 2.69)
-    ("lnl", "tf32", 4096, True): ((256, 128, 64, 32), 64, 1.75),   # 1.72
+    ("lnl", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.7),    # 1.66 (256x128x64/32sg 1.72)
     ("lnl", "tf32", 8, True): ((8, 512, 32, 8), 16, 3.35),         # 3.31 (8x512x64/16sg 4.56)
 }
 
@@ -479,6 +483,30 @@ def test_bf16_and_tf32_picks_reach_the_goals(target, dtype, M, col_b, monkeypatc
     bin_ = gemm_kernel.compile(a, b, c, c, M, 4096, 4096, target=target, **kw, **pick.all_kwargs()).device_binary
     assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
     assert bin_.hot_loop.dpas == dpas and bin_.hot_loop.per_dpas <= bound, bin_.hot_loop_text()
+
+
+# int8 picks for 4096^3 without timing runs, once the perf model counts prefetch messages (pvc's 3
+# no-op reads each): pvc takes 128x128x128/16sg, whose k-step's A and B blocks (32 rows x 64 bytes)
+# split over its 16 subgroups, one prefetch each (256x128x128/32sg: 24 blocks, two prefetches a
+# subgroup: row-major 1.91, column-major 2.28). Column-major B's 10 loads (8 transposed, one DPAS
+# block each), a payload coordinate each and IGC's syncs keep it over 2 (docs/compiler.md). bmg
+# keeps 256x128x128/32sg (XE2_XE3_PICKS: lnl / ptl build the same code).
+@pytest.mark.parametrize("target,col_b,want,bound", [
+    pytest.param("pvc", False, (128, 128, 128, 16), 1.85, marks=pytest.mark.slow),    # 1.84
+    ("pvc", True, (128, 128, 128, 16), 2.1),      # 2.09
+    pytest.param("bmg", False, (256, 128, 128, 32), 1.65, marks=pytest.mark.slow),   # 1.62
+    pytest.param("bmg", True, (256, 128, 128, 32), 1.8, marks=pytest.mark.slow),     # 1.78
+])
+def test_int8_picks(target, col_b, want, bound, monkeypatch):
+    a, b, c, M, N, K = _gemm_args(np.int8, acc=np.int32)
+    b = np.empty((N, K), np.int8).T if col_b else b
+    kw = {"ACC": i32, "HAS_BIAS": False, "ACT": None}
+    pick = _model_pick(monkeypatch, target, (a, b, c, M, N, K), kw)
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == want, pick
+    bin_ = gemm_kernel.compile(a, b, c, c, M, N, K, target=target, **kw, **pick.all_kwargs()).device_binary
+    assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
+    h = bin_.hot_loop
+    assert h.dpas == 32 and h.prefetches == (1 if target == "pvc" else 2) and h.per_dpas <= bound, bin_.hot_loop_text()
 
 
 def test_perf_model_counts_the_blocking_plans_loads_per_dpas():
@@ -507,6 +535,25 @@ def test_perf_model_counts_the_blocking_plans_loads_per_dpas():
     assert fewest == [1 + 2, 2 + 4]
     assert figures(np.float32, 128, 128, 32, 16, "256", prec="tf32") == (32, 2 + 2)
     assert figures(np.float32, 128, 128, 32, 16, "256") == (None, None)
+
+
+@pytest.mark.parametrize("target,dtype,bm,bn,bk,nsg,col_b,want", [
+    ("pvc", np.float32, 256, 256, 16, 32, True, 1),    # A's and B's 16-row blocks split: one message
+    ("pvc", np.float32, 256, 128, 64, 32, True, 2),    # 256 bytes of K: a message per tile
+    ("bmg", np.float32, 256, 256, 16, 32, True, 2),    # no split where payload rewrites are cheap
+    ("pvc", np.int8, 128, 128, 128, 16, True, 1),      # B two 64-byte blocks of K wide, split too
+    ("pvc", np.int8, 256, 128, 128, 32, True, 2),      # 16 + 8 blocks of 32 rows: not 32
+    ("pvc", F16, 256, 256, 64, 32, False, 1),
+])
+def test_perf_model_counts_the_pipelining_pass_prefetches(target, dtype, bm, bn, bk, nsg, col_b, want):
+    """``estimate_gemm``'s ``prefetches_per_kstep`` (what ``matmul._perf_model`` weighs, with pvc's
+    3 no-op reads of IGC a message) is what the fast k-loop issues."""
+    from xejit.autotuner import estimate_gemm
+    a = np.empty((64, 64), dtype)
+    b = np.empty((64, 64), dtype).T if col_b else np.empty((64, 64), dtype)
+    acc, prec = (i32, None) if dtype is np.int8 else (f32, "tf32" if dtype is np.float32 else None)
+    e = estimate_gemm(target, bm, bn, bk, nsg, "256", a, b, a, acc, prec)
+    assert e["prefetches_per_kstep"] == want, e
 
 
 @pytest.mark.slow

@@ -210,9 +210,18 @@ _XE_CONFIGS = [
     _c(256, 128, 64, 32, 3, "256"),
     _c(64, 64, 16, 4, 3),
     _c(128, 128, 16, 16, 3),   # fits fp32 (tf32) operands in the default register file
+    # tf32 column-major B: 64x32 subgroup tiles, 32 DPAS a k-step from 2 A + 4 transposed B loads
+    # and one prefetch per subgroup (A's and B's 16-row blocks split over the subgroups): pvc 1.84
+    # instructions per DPAS, bmg 1.66, 0 spill (256x128x64/32sg: 20 loads and two prefetches for 64,
+    # pvc 2.17, bmg 1.72; 256x256x32 spills 14 KB)
+    _c(256, 256, 16, 32, 3, "256"),
     # 8-bit operands: a 128-deep k-step (32 DPAS per step for a 32x32 subgroup tile, 1.72-1.97
     # instructions per DPAS, no spill; BK=64 with 64x32 subgroup tiles spilled 192 B). 16-bit
-    # operands: 64 DPAS per step, 0 spill, bmg 1.39 instructions per DPAS, pvc 1.88.
+    # operands: 64 DPAS per step, 0 spill, bmg 1.39 instructions per DPAS, pvc 1.88. pvc picks
+    # 128x128x128/16sg for int8 (A's and B's 32-row blocks split over the 16 subgroups: one
+    # prefetch a k-step): row-major B 1.84, column-major 2.09 -- 10 loads, a coordinate each, IGC's
+    # syncs and prefetch reads; 256x128x128/32sg (24 blocks for 32 subgroups: two prefetches)
+    # 1.91 / 2.28; bmg keeps 256x128x128/32sg (1.62 / 1.78).
     _c(128, 128, 128, 16, 3, "256"),
     _c(256, 128, 128, 32, 3, "256"),
     # small M (decode-like shapes): a thin tile with a long k-step, 8x32 subgroup tiles (8 DPAS

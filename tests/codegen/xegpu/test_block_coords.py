@@ -97,13 +97,15 @@ def test_k_slices_load_from_surfaces_of_their_own_where_blocks_lack_immediate_of
     assert len(bases) == (2 if own else 1), bases
 
 
-@pytest.mark.parametrize("target,messages", [("pvc", 1), ("bmg", 2)])
-def test_k_step_prefetch_is_one_message_per_subgroup_on_pvc(target, messages):
+@pytest.mark.parametrize("target,messages,b_col", [("pvc", 1, False), ("bmg", 2, False), ("pvc", 1, True)])
+def test_k_step_prefetch_is_one_message_per_subgroup_on_pvc(target, messages, b_col):
     """pvc: a k-step's A and B tiles are prefetched in 32-row blocks, A's by subgroups 0-1 and B's
     by 2-3 (``split_prefetch``), so the fast k-loop issues one prefetch per subgroup, on a payload
-    chosen before the loop and moved in place; bmg keeps a prefetch of each tile per subgroup."""
+    chosen before the loop and moved in place; bmg keeps a prefetch of each tile per subgroup.
+    Column-major B (b stored [N, K]) splits in its memory's blocks: 32 rows of N x 64 bytes of K."""
     from xejit.codegen.compiler import compile_kernel
-    a, b = np.empty((256, 256), np.float16), np.empty((256, 256), np.float16)
+    a = np.empty((256, 256), np.float16)
+    b = np.empty((256, 256), np.float16).T if b_col else np.empty((256, 256), np.float16)
     mod = gemm.compile_ir(a, b, np.empty((256, 256), np.float32), 256, 256, 256, BM=64, BN=64, BK=32,
                           num_subgroups=4)
     ck = compile_kernel(mod, target, num_subgroups=4, num_stages=2)

@@ -110,20 +110,25 @@ def test_workgroup_gemm_through_compile_kernel():
     check_result(case, 1e-2)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("nsg,ranges", [(4, ("[0, 2]", "[2, 4]")), (8, ("[0, 4]", "[4, 8]"))])
-def test_split_prefetch_gemm_through_compile_kernel(nsg, ranges):
+@pytest.mark.parametrize("nsg,ranges,b_col,dtype,bk,K", [
+    pytest.param(4, ("[0, 2]", "[2, 4]"), False, "f16", 32, 96, marks=pytest.mark.slow),
+    pytest.param(8, ("[0, 4]", "[4, 8]"), False, "f16", 32, 96, marks=pytest.mark.slow),
+    (4, ("[0, 2]", "[2, 4]"), True, "f16", 32, 96),     # column-major B: 32 rows of N x 64 bytes of K a block
+    # int8 column-major B two 64-byte blocks of K wide (N blocks fastest over its range); K tail
+    pytest.param(8, ("[0, 4]", "[4, 8]"), True, "i8", 128, 272, marks=pytest.mark.slow),
+])
+def test_split_prefetch_gemm_through_compile_kernel(nsg, ranges, b_col, dtype, bk, K):
     """pvc's k-step prefetch split over subgroup ranges (A's blocks by subgroups 0-1, B's by 2-3 in
     32-row blocks; over 8 subgroups 16-row blocks, A's by 0-3, B's by 4-7) runs under emulation
     and leaves the values alone (M, N, K not multiples of the tiles)."""
     from xejit.codegen.compiler import compile_kernel
-    M, N, K = 100, 72, 96     # rows 16-byte aligned: 2D block loads (else A is gathered, not prefetched)
-    case = gemm_case(gemm, "f16", M, N, K, 64, 64, 32)
-    mod = gemm.compile_ir(case["a"], case["b"], case["c"], M, N, K, BM=64, BN=64, BK=32, num_subgroups=nsg)
+    M, N = 100, 72     # rows 16-byte aligned: 2D block loads (else A is gathered, not prefetched)
+    case = gemm_case(gemm, dtype, M, N, K, 64, 64, bk, b_colmajor=b_col)
+    mod = gemm.compile_ir(case["a"], case["b"], case["c"], M, N, K, BM=64, BN=64, BK=bk, num_subgroups=nsg)
     ck = compile_kernel(mod, "pvc", emulate=True, num_subgroups=nsg, num_stages=2)
     assert all(f"subgroups = {r}" in ck.asm["xegpu"] for r in ranges), ck.asm["xegpu"]
     run_compiled(ck, (-(-M // 64), -(-N // 64)), case["args"])
-    check_result(case, 1e-2)
+    check_result(case, TOL[dtype])
 
 
 @pytest.mark.parametrize("target", ["pvc", "dg2"])

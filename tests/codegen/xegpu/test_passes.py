@@ -7,7 +7,7 @@ import pytest
 
 import xejit
 import xejit.language as xl
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from xejit.codegen import lower_xegpu
 from xejit.codegen.passes import blocking, lane_distribution, pipelining
@@ -325,20 +325,26 @@ def test_slm_exchange_blocked_matches_subgroup_ir(target, name, meta, xshape, ys
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nsg=st.sampled_from([1, 2, 4, 8]), bm=st.sampled_from([16, 32, 64]), bn=st.sampled_from([32, 64]),
        bk=st.sampled_from([16, 32]), stages=st.integers(1, 3), m=st.integers(1, 70), n=st.integers(1, 70),
-       k=st.integers(1, 90), seed=st.integers(0, 2**16))
-def test_cooperative_prefetch_differential(nsg, bm, bn, bk, stages, m, n, k, seed):
-    """Random GEMM tiles, subgroup counts and distances: the pipelined workgroup function computes
-    what the input does, and every prefetch layout covers its tile exactly once."""
+       k=st.integers(1, 90), seed=st.integers(0, 2**16), bcol=st.booleans())
+# column-major B split with A over subgroup ranges (32-row blocks, 2 + 2), and a k-step two
+# 64-byte blocks wide in B's memory (BK=64: B's layout takes its N blocks fastest)
+@example(nsg=4, bm=64, bn=64, bk=32, stages=2, m=70, n=61, k=90, seed=1, bcol=True)
+@example(nsg=8, bm=64, bn=64, bk=64, stages=1, m=70, n=61, k=90, seed=2, bcol=True)
+def test_cooperative_prefetch_differential(nsg, bm, bn, bk, stages, m, n, k, seed, bcol):
+    """Random GEMM tiles, subgroup counts and distances, B row- or column-major: the pipelined
+    workgroup function computes what the input does, and every prefetch layout covers its tile
+    exactly once (split over subgroup ranges too, column-major B's in its memory's blocks)."""
     from xejit.codegen.passes import propagate_layouts
     from xejit.ir import Buffer, Interpreter, f16, f32
     rng = np.random.default_rng(seed)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float16)
-    b = rng.uniform(-1, 1, (k, n)).astype(np.float16)
+    b = rng.uniform(-1, 1, (n, k)).astype(np.float16).T if bcol else rng.uniform(-1, 1, (k, n)).astype(np.float16)
     fn = gemm.compile_ir(a, b, np.zeros((m, n), np.float32), m, n, k, BM=bm, BN=bn, BK=bk,
                          num_subgroups=nsg).functions[0]
     wg = propagate_layouts(fn)
     piped = pipelining.run(propagate_layouts(fn), stages, get_target("pvc"))
-    want = sum(pipelining.prefetch_layout(shape, 2, nsg) is not None for shape in ((bm, bk), (bk, bn)))
+    want = sum(pipelining.prefetch_layout(shape, 2, nsg) is not None
+               for shape in ((bm, bk), (bn, bk) if bcol else (bk, bn)))
     assert sum(op.name == "xetile.prefetch_tile" for op in piped.walk()) == want * (stages + 1)
     for op in piped.walk():
         if op.name == "xetile.prefetch_tile":
@@ -349,7 +355,7 @@ def test_cooperative_prefetch_differential(nsg, bm, bn, bk, stages, m, n, k, see
             if rng is None:
                 assert (L0 * D0, L1 * D1) == t.shape
             else:   # split_prefetch: the subgroups in range issue each block of the tile once
-                got = sorted(((s // L1) * D0 % t.shape[0], (s % L1) * D1) for s in range(*rng))
+                got = sorted(((s // L1) * D0 % t.shape[0], (s % L1) * D1 % t.shape[1]) for s in range(*rng))
                 assert got == [(r, c) for r in range(0, t.shape[0], D0) for c in range(0, t.shape[1], D1)]
     outs = []
     for f in (wg, piped):

@@ -33,6 +33,10 @@ from ...ir.core import Block, Builder, Function, Layout, Operation, Region, Tile
 #: pvc 8x256x64/8sg fp16 33 -> 28 instructions for 8 DPAS (benchmarks/bench_device_code.py).
 MIN_PREFETCH_ROWS = 4
 
+#: IGC's no-op reads of a prefetch's payload before each rewrite of it on targets with
+#: ``BlockIOLimits.payload_war_workaround`` (pvc: visa ``SWSB::insertPVCWA``), per message a k-step
+PREFETCH_WAR_READS = 3
+
 
 def prefetch_layout(shape: tuple[int, int], elem_bytes: int, n: int) -> Layout | None:
     """Cooperative prefetch layout of a [R, C] tile over ``n`` subgroups: blocks 64 bytes wide (or
@@ -75,6 +79,65 @@ def split_prefetch(shapes: list[tuple[int, int]], elem_bytes: int, n: int) -> li
             if total == n:
                 return out
     return None
+
+
+def covers(layout: Layout, shape: tuple[int, int], subgroups: list[int]) -> bool:
+    """Whether the subgroups ``lo .. hi - 1`` of ``layout`` (subgroup s at block row s // L1,
+    column s % L1, both repeating over the tile) issue each of ``shape``'s blocks exactly once."""
+    (_, l1), (d0, d1) = layout.sg_layout, layout.sg_data
+    got = sorted((s // l1 * d0 % shape[0], s % l1 * d1 % shape[1]) for s in range(*subgroups))
+    return got == [(r, c) for r in range(0, shape[0], d0) for c in range(0, shape[1], d1)]
+
+
+def plan(tiles: list[tuple[tuple[int, int], int, bool]], n: int,
+         split: bool = False) -> list[tuple[Layout | None, list[int] | None]]:
+    """The cooperative prefetch of a k-step's tiles, each ``(shape, element bytes, column-major)``,
+    over ``n`` subgroups: per tile its layout (None: not prefetched) and the subgroup range that
+    issues it (``split``: targets whose payload rewrites are expensive, :func:`split_prefetch`),
+    or None for all. A column-major tile is split in its memory's blocks (h rows of N x 64 bytes
+    of K), laid out with its N blocks fastest so that its range meets each block once."""
+    lays = []
+    for shape, eb, col in tiles:
+        lay = prefetch_layout(shape[::-1] if col else shape, eb, n)
+        lays.append(Layout(lay.sg_layout[::-1], lay.sg_data[::-1]) if col and lay is not None else lay)
+    ranges: list[list[int] | None] = [None] * len(tiles)
+    live = [i for i, lay in enumerate(lays) if lay is not None]
+    if not (split and len(live) > 1 and len({tiles[i][1] for i in live}) == 1):
+        return list(zip(lays, ranges))
+    mem = [tiles[i][0][::-1] if tiles[i][2] else tiles[i][0] for i in live]
+    split_lays = split_prefetch(mem, tiles[live[0]][1], n)
+    if split_lays is None:
+        return list(zip(lays, ranges))
+    out, lo = {}, 0
+    for i, lay, (rows, cols) in zip(live, split_lays, mem):
+        h, w = lay.sg_data
+        cnt = rows // h * (cols // w)
+        if tiles[i][2]:
+            if n % (rows // h):
+                return list(zip(lays, ranges))
+            lay = Layout((n // (rows // h), rows // h), (w, h))
+        if not covers(lay, tiles[i][0], [lo, lo + cnt]):
+            return list(zip(lays, ranges))
+        out[i] = (lay, [lo, lo + cnt])
+        lo += cnt
+    for i, (lay, rng) in out.items():
+        lays[i], ranges[i] = lay, rng
+    return list(zip(lays, ranges))
+
+
+def messages_per_subgroup(tiles: list[tuple[tuple[int, int], int, bool]], n: int, split: bool = False) -> int:
+    """Prefetch messages a subgroup issues per k-step in the fast k-loop for :func:`plan`'s
+    prefetches: a split pair is one (the XeGPU lowering gives it one payload, ``lower_xegpu``
+    ``merged_prefetch``), any other tile its subgroup block's 32-row x 64-byte blocks."""
+    out = 0
+    planned = plan(tiles, n, split)
+    ranged = sum(1 for lay, rng in planned if lay is not None and rng is not None)
+    out += 1 if ranged == 2 else ranged
+    for (shape, eb, col), (lay, rng) in zip(tiles, planned):
+        if lay is not None and rng is None:
+            rows, cols = lay.sg_data[::-1] if col else lay.sg_data
+            out += -(-rows // 32) * -(-cols * eb // 64)
+    return out
 
 
 def _loop_invariant(v: Value, loop: Operation) -> bool:
@@ -122,31 +185,18 @@ def _pipeline(loop: Operation, stages: int, n: int, split: bool = False) -> int:
     body = loop.regions[0].block
     if any(op.name == "xetile.prefetch_tile" for op in body.ops):
         return 0   # the user prefetches: keep theirs
-    cands = []
-    for k, upd, init in _candidates(loop):
+    found = _candidates(loop)
+    tiles = [(init.result.type.shape, init.result.type.dtype.itemsize,
+              getattr(init.operands[0].type, "rank", 0) == 2 and tuple(init.operands[0].type.order) == (0, 1))
+             for _, _, init in found]
+    cands, ranges = [], []
+    for (k, upd, init), (lay, rng) in zip(found, plan(tiles, n, split)):
         t: TileType = init.result.type
-        arr = init.operands[0].type
-        if getattr(arr, "rank", 0) == 2 and tuple(arr.order) == (0, 1):
-            # column-major: 64-byte blocks along the memory's rows (the tile's columns)
-            lay = prefetch_layout(t.shape[::-1], t.dtype.itemsize, n)
-            lay = Layout(lay.sg_layout[::-1], lay.sg_data[::-1]) if lay is not None else None
-        else:
-            lay = prefetch_layout(t.shape, t.dtype.itemsize, n)
         if lay is not None:
             cands.append((upd, init, TileType(t.shape, t.dtype, t.order, lay, False)))
+            ranges.append(rng)
     if not cands:
         return 0
-    ranges = [None] * len(cands)
-    if split and len(cands) > 1 and len({pt.dtype.itemsize for _, _, pt in cands}) == 1 and \
-            all(tuple(getattr(init.operands[0].type, "order", (1, 0))) != (0, 1) for _, init, _ in cands):
-        lays = split_prefetch([pt.shape for _, _, pt in cands], cands[0][2].dtype.itemsize, n)
-        if lays is not None:
-            lo = 0
-            for i, ((upd, init, pt), lay) in enumerate(zip(cands, lays)):
-                cnt = pt.shape[0] // lay.sg_data[0] * lay.sg_layout[1]
-                cands[i] = (upd, init, TileType(pt.shape, pt.dtype, pt.order, lay, False))
-                ranges[i] = [lo, lo + cnt]
-                lo += cnt
     parent = loop.parent
     pre = Builder(parent, parent.ops.index(loop))
     new_inits = []
@@ -213,4 +263,4 @@ def run(fn: Function, num_stages: int, target=None) -> Function:
     return fn
 
 
-__all__ = ["run", "prefetch_layout", "split_prefetch"]
+__all__ = ["PREFETCH_WAR_READS", "covers", "messages_per_subgroup", "plan", "prefetch_layout", "run", "split_prefetch"]
