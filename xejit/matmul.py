@@ -41,9 +41,10 @@ import numpy as np
 from .errors import XejitTypeError, XejitValueError
 from . import language as xl, options
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
+from .codegen import lower_generic
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits
-from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIG, STRIP_MAX_K, STRIP_NC,
+from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIGS, STRIP_MAX_K, STRIP_NC,
                            configs_for, convert_kernel, gemm_kernel, gemm_packed_kernel, gemm_strip_kernel,
                            gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
@@ -598,7 +599,7 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     into ``c`` by convert_kernel at the end: rounding at every k slice would lose precision)."""
     M, K = a.shape
     N = b.shape[1]
-    cfg = PACKED_CONFIG
+    cfg = PACKED_CONFIGS[lower_generic.VECTOR_BYTES]
     bm, bn = cfg["BM"], cfg["BN"]
     strip = cdiv(K, cfg["BK"]) * cfg["BK"] <= STRIP_MAX_K
     kc = cfg["BK"] if strip else cfg["KC"]

@@ -348,7 +348,16 @@ GEMV_MAX_M = 8
 #: kernel alone, 2 runtime threads, loaded VM (load 9; median / min ms of 31 rounds): 1024^2 BKP_B
 #: 16 2.01 / 1.40, 32 10.1 / 2.11 (8: 1.59 / 1.15, 64: 2.67 / 1.91 in a shorter run); 2048^2 24.2 /
 #: 15.8 against 28.3 / 20.0: 32 programs of 32 rows at b's pitch left a core idle for long stretches.
-PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 64, "KC": 256, "BKP_A": 32, "BKP_B": 16}
+#: Keyed by the CPU's vector register bytes (lower_generic.VECTOR_BYTES): the figures above are
+#: AVX2's (32). With AVX-512 (64: 32 zmm, a 16-lane f32 value is one register) the microkernel
+#: is 6 x 32: 12 accumulators, 2 B loads and 6 broadcasts per 12 FMAs (6 x 16 there: 6 FMAs
+#: with a broadcast operand and a B load each). fp32 2048^3, kernel alone, one runtime thread,
+#: loaded VM (Zen 4, load 4), GFLOP per CPU-second, medians of 5 interleaved rounds: 6x16 80.6,
+#: 12x16 85.4, 6x32 88.4, 8x32 81.3, 14x32 73.1 (28 accumulators: spills), numpy 94.0.
+PACKED_CONFIGS = {
+    32: {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 64, "KC": 256, "BKP_A": 32, "BKP_B": 16},
+    64: {"BM": 6, "BN": 32, "BK": 256, "MC": 48, "NC": 64, "KC": 256, "BKP_A": 32, "BKP_B": 16},
+}
 
 #: gemm_strip_kernel (same packing, same microkernel, all of K in registers, c stored once) for K
 #: up to STRIP_MAX_K (rounded up to BK), STRIP_NC columns per program: the 6-row strip of a (24 KB
