@@ -121,6 +121,20 @@ def convert_kernel(src, dst, N, BR: xl.constexpr, BC: xl.constexpr):
         xl.store_tile(xl.init_tile(dst, [r, n], [BR, BC]), t.to(dst.dtype))
 
 
+@xl.inline
+def _packed_slice(a, bp, scol, prow, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr, KC):
+    """The BM x BN microkernel over one KC-deep k slice, from zeros: a's strip columns scol ..
+    scol+KC times bp's panel rows prow .. prow+KC (gemm_packed_kernel's one home of the k loop)."""
+    ta = xl.init_tile(a, [0, scol], [BM, BK])
+    tb = xl.init_tile(bp, [prow, 0], [BK, BN])
+    acc = xl.zeros([BM, BN], xl.float32)
+    for k in range(0, KC, BK):
+        acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
+        ta = xl.update_tile_offset(ta, 0, BK)
+        tb = xl.update_tile_offset(tb, BK, 0)
+    return acc
+
+
 @kernel
 def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
                        BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
@@ -128,36 +142,22 @@ def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
     of ``pack_b_kernel`` (both zero beyond K up to ``Kp``, a multiple of KC); GotoBLAS-style
     blocking: a program owns an MC x NC block of c (MC a multiple of BM); for each KC-deep slice
     of k and each BN-wide panel of b (KC x BN contiguous: stays in L1) it runs the BM x BN
-    register microkernel down the MC rows (a's MC x KC block stays in L2). MC, NC, KC are
-    runtime values so the loops are not unrolled. The microkernel starts from zeros and adds c
-    after its k loop: a tile of c loaded before the loop held every FMA of the slice behind the
-    load (c is the operand furthest away), and the first slice stores without reading c (no
-    zero fill)."""
+    register microkernel (``_packed_slice``) down the MC rows (a's MC x KC block stays in L2).
+    MC, NC, KC are runtime values so the loops are not unrolled. The microkernel starts from
+    zeros and adds c after its k loop: a tile of c loaded before the loop held every FMA of the
+    slice behind the load (c is the operand furthest away), and the first slice stores without
+    reading c (no zero fill; kernels have no run-time ``if``, hence its own loop nest)."""
     m0 = xl.program_id(0) * MC
     n0 = xl.program_id(1) * NC
     s0 = xl.program_id(0) * (MC // BM)   # first strip of the block in a's strip view
     for jj in range(0, NC, BN):
-        prow = ((n0 + jj) // BN) * Kp
         for mi in range(0, MC, BM):
-            ta = xl.init_tile(a, [0, (s0 + mi // BM) * Kp], [BM, BK])
-            tb = xl.init_tile(bp, [prow, 0], [BK, BN])
-            acc = xl.zeros([BM, BN], xl.float32)
-            for k in range(0, KC, BK):
-                acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
-                ta = xl.update_tile_offset(ta, 0, BK)
-                tb = xl.update_tile_offset(tb, BK, 0)
+            acc = _packed_slice(a, bp, (s0 + mi // BM) * Kp, ((n0 + jj) // BN) * Kp, BM, BN, BK, KC)
             xl.store_tile(xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN]), acc)
     for kc in range(KC, K, KC):
         for jj in range(0, NC, BN):
-            prow = ((n0 + jj) // BN) * Kp + kc
             for mi in range(0, MC, BM):
-                ta = xl.init_tile(a, [0, (s0 + mi // BM) * Kp + kc], [BM, BK])
-                tb = xl.init_tile(bp, [prow, 0], [BK, BN])
-                acc = xl.zeros([BM, BN], xl.float32)
-                for k in range(0, KC, BK):
-                    acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
-                    ta = xl.update_tile_offset(ta, 0, BK)
-                    tb = xl.update_tile_offset(tb, BK, 0)
+                acc = _packed_slice(a, bp, (s0 + mi // BM) * Kp + kc, ((n0 + jj) // BN) * Kp + kc, BM, BN, BK, KC)
                 tc = xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN])
                 xl.store_tile(tc, acc + xl.load_tile(tc))
 
