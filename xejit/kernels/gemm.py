@@ -353,10 +353,15 @@ GEMV_MAX_M = 8
 #: is 6 x 32: 12 accumulators, 2 B loads and 6 broadcasts per 12 FMAs (6 x 16 there: 6 FMAs
 #: with a broadcast operand and a B load each). fp32 2048^3, kernel alone, one runtime thread,
 #: loaded VM (Zen 4, load 4), GFLOP per CPU-second, medians of 5 interleaved rounds: 6x16 80.6,
-#: 12x16 85.4, 6x32 88.4, 8x32 81.3, 14x32 73.1 (28 accumulators: spills), numpy 94.0.
+#: 12x16 85.4, 6x32 88.4, 8x32 81.3, 14x32 73.1 (28 accumulators: spills), numpy 94.0. Its
+#: KC x 32 panel of b is 32 KB, all of L1, so the MC x KC block of a is read from L2 once per
+#: panel: NC 128 (4 panels a block) against 64, 6x32, same runs (load 11), one runtime thread:
+#: MC,NC 48,64 83.8-84.4, 48,128 88.3-92.3, 48,256 93.5, 24,128 91.1, 72,128 88.9, numpy
+#: 95.8-96.6; two threads: 48,64 90.0, 48,128 93.5, 48,256 87.5 (numpy 85.2 counts its spinning
+#: threads). KC 128 (a 16 KB panel) was not faster: 48,128 90.4, 48,64 81.8.
 PACKED_CONFIGS = {
     32: {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 64, "KC": 256, "BKP_A": 32, "BKP_B": 16},
-    64: {"BM": 6, "BN": 32, "BK": 256, "MC": 48, "NC": 64, "KC": 256, "BKP_A": 32, "BKP_B": 16},
+    64: {"BM": 6, "BN": 32, "BK": 256, "MC": 48, "NC": 128, "KC": 256, "BKP_A": 32, "BKP_B": 16},
 }
 
 #: gemm_strip_kernel (same packing, same microkernel, all of K in registers, c stored once) for K
