@@ -611,7 +611,9 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     # are not stored)
     strips = cdiv(M, bm) if strip else cdiv(M, cfg["MC"]) * (cfg["MC"] // bm)
     bp = _scratch("pack", panels * kp, bn, np.float32)
-    apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
+    # a row-major copy, rows one cache line longer than kp: the BM rows of a strip are BM streams
+    # that would share L1 sets at a pitch of a multiple of 4 KB
+    apt = _scratch("pack_a", strips * bm, kp, np.float32, pitch=kp + 16)
     pack_b_kernel[(kp // cfg["BKP_B"],)](b, bp, N, kp, BKP=cfg["BKP_B"], BN=bn)
     pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP_A"])
     c32 = c if _dtype_name(c) == "float32" else _scratch("pack_c", M, N, np.float32)
