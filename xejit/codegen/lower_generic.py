@@ -727,8 +727,13 @@ class GenericLowering(LoweringBase):
 
     def _rows_per_strip(self, G: int) -> int:
         """Accumulator rows per register strip: RB*G lane values plus one B row and one
-        broadcast must fit the device's vector registers (VECTOR_REGS of VECTOR_BYTES)."""
+        broadcast must fit the device's vector registers (VECTOR_REGS of VECTOR_BYTES). Where a
+        lane value is one register (AVX-512) the driver keeps a row's broadcast in a register
+        of its own (hoisted: each serves G FMAs), so one more per row: 10 rows of two column
+        groups (the packed GEMM's assembly: 14 x 32 spilled in its k loop, 8-10 x 32 did not)."""
         per_val = max(1, -(-self.S * 4 // VECTOR_BYTES))  # registers per f32 lane value
+        if per_val == 1:
+            return max(1, (VECTOR_REGS - G) // (G + 1))
         return max(1, (VECTOR_REGS - 1 - G * per_val) // (G * per_val))
 
     def _slice_vals(self, A, B, k: int, rows, G: int, fast: bool, bump=None):
