@@ -24,7 +24,7 @@ import numpy as np
 
 from . import options
 from .options import current as current_options
-from .codegen import bounds_debug
+from .codegen import bounds_debug, lower_generic
 from .codegen.compiler import compile_kernel
 from .errors import ArgumentError
 from .errors import XejitValueError
@@ -73,7 +73,9 @@ def compiler_hash() -> str:
 def cache_key(kernel, module: Module, target: str, options: dict, emulate: bool) -> str:
     return key_of("xejit-spv-v2", getattr(kernel, "source_hash", module.functions[0].name),
                   module.attributes.get("specialization"), target, tuple(sorted(options.items())),
-                  emulate, *_versions(), compiler_hash())
+                  emulate, *_versions(), compiler_hash(),
+                  # the generic lowering sizes register strips by the CPU's vector registers
+                  lower_generic.VECTOR_REGS, lower_generic.VECTOR_BYTES)
 
 
 def emulated_target() -> str | None:

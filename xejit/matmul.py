@@ -41,10 +41,11 @@ import numpy as np
 from .errors import XejitTypeError, XejitValueError
 from . import language as xl, options
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
+from .codegen import lower_generic
 from .codegen.passes.pipelining import PREFETCH_WAR_READS
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits
-from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIG, STRIP_MAX_K, STRIP_NC,
+from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIGS, STRIP_MAX_K, STRIP_NC,
                            configs_for, convert_kernel, gemm_kernel, gemm_packed_kernel, gemm_strip_kernel,
                            gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
@@ -643,7 +644,7 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     into ``c`` by convert_kernel at the end: rounding at every k slice would lose precision)."""
     M, K = a.shape
     N = b.shape[1]
-    cfg = PACKED_CONFIG
+    cfg = PACKED_CONFIGS[lower_generic.VECTOR_BYTES]
     bm, bn = cfg["BM"], cfg["BN"]
     strip = cdiv(K, cfg["BK"]) * cfg["BK"] <= STRIP_MAX_K
     kc = cfg["BK"] if strip else cfg["KC"]
@@ -655,7 +656,9 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     # are not stored)
     strips = cdiv(M, bm) if strip else cdiv(M, cfg["MC"]) * (cfg["MC"] // bm)
     bp = _scratch("pack", panels * kp, bn, np.float32)
-    apt = _scratch("pack_a", strips * kp, bm, np.float32).T   # strip view: column-major [BM, strips*kp]
+    # a row-major copy, rows one cache line longer than kp: the BM rows of a strip are BM streams
+    # that would share L1 sets at a pitch of a multiple of 4 KB
+    apt = _scratch("pack_a", strips * bm, kp, np.float32, pitch=kp + 16)
     pack_b_kernel[(kp // cfg["BKP_B"],)](b, bp, N, kp, BKP=cfg["BKP_B"], BN=bn)
     pack_a_kernel[(strips,)](a, apt, kp, BM=bm, BKP=cfg["BKP_A"])
     c32 = c if _dtype_name(c) == "float32" else _scratch("pack_c", M, N, np.float32)

@@ -113,6 +113,23 @@ def test_abi_expansion_and_cache_key():
     assert k1 != cache_key(matmul, mod, "pvc", {"num_subgroups": 1}, True)
 
 
+def test_register_strips_follow_the_cpu_vector_registers(monkeypatch):
+    """A 6 x 32 tile_mma is one register strip with AVX-512's 32 x 64 B registers and strips of 2
+    rows with AVX2's 16 x 32 B, so the code differs; the register shape is part of the compile
+    cache key (code built for one never reused on the other)."""
+    from xejit.codegen import lower_generic
+    assert lower_generic.cpu_vector_registers() in ((16, 32), (32, 64))
+    mod = _gemm_ir()
+    llir, keys = set(), set()
+    for regs in ((16, 32), (32, 64)):
+        monkeypatch.setattr(lower_generic, "VECTOR_REGS", regs[0])
+        monkeypatch.setattr(lower_generic, "VECTOR_BYTES", regs[1])
+        ck = compile_kernel(matmul.compile_ir(X, X, X, 16, 32, 16, BM=6, BN=32, BK=8), "generic")
+        llir.add(ck.asm["llir"])
+        keys.add(cache_key(matmul, mod, "generic", {"num_subgroups": 1}, False))
+    assert len(llir) == 2 and len(keys) == 2
+
+
 @pytest.mark.parametrize("kernel,args,kw", [
     (softmax, (X, X), {"BM": 4, "BN": 32, "num_subgroups": 2}),
     (matmul_splitk, (X, X, X, 16, 16, 16), {"BM": 8, "BN": 16, "BK": 8, "KSPLIT": 2}),

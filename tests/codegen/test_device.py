@@ -75,20 +75,30 @@ def test_gemm_fast_and_boundary_versions(rng, M, N, K, BM, BN, BK, ns, dt, oa, o
     check(c, f64(a) @ f64(b), dt, scale_by_max=True)
 
 
-def test_gemm_versions_in_report():
+def test_gemm_versions_in_report(monkeypatch):
+    from xejit.codegen import lower_generic
     from xejit.codegen.compiler import compile_kernel
+    monkeypatch.setattr(lower_generic, "VECTOR_REGS", 16)   # AVX2's 6-row strips
+    monkeypatch.setattr(lower_generic, "VECTOR_BYTES", 32)
     x = np.zeros((16, 16), np.float32)
     ck = compile_kernel(matmul.compile_ir(x, x, x, 1, 1, 1, BM=24, BN=16, BK=8, num_subgroups=1), "generic")
     ins = ck.instructions
     assert ins["GEMM register strips of 6 rows (in-bounds path)"] == 4
     assert ins["GEMM boundary path: k loop (masked loads)"] == 1
     assert ins["block_read_u32"] >= 8 * 4  # B rows re-read per strip
+    monkeypatch.setattr(lower_generic, "VECTOR_REGS", 32)   # AVX-512: strips of 15 (+ 9) rows
+    monkeypatch.setattr(lower_generic, "VECTOR_BYTES", 64)
+    ck = compile_kernel(matmul.compile_ir(x, x, x, 1, 1, 1, BM=24, BN=16, BK=8, num_subgroups=1), "generic")
+    assert ck.instructions["GEMM register strips of 15 rows (in-bounds path)"] == 2
 
 
-def test_large_tiles_loop_over_k_per_strip():
+def test_large_tiles_loop_over_k_per_strip(monkeypatch):
     """An in-bounds tile_mma above MAX_UNROLLED_FMAS loops over k in each register strip (fp32
     32x32x32: CPU driver build 1.7 s, 67 s unrolled); the autotuner's configs stay unrolled."""
+    from xejit.codegen import lower_generic
     from xejit.codegen.compiler import compile_kernel
+    monkeypatch.setattr(lower_generic, "VECTOR_REGS", 16)   # AVX2: 2-row strips of 32 columns
+    monkeypatch.setattr(lower_generic, "VECTOR_BYTES", 32)
     from xejit.codegen.lower_generic import MAX_UNROLLED_FMAS
     from xejit.kernels.gemm import CONFIGS, GEMV_BK, GEMV_TILES
     x = np.zeros((64, 64), np.float32)

@@ -115,3 +115,38 @@ def test_packed_kernel_by_k(M, N, K, max_k, kernel, packed_calls, packed_kernels
     xejit.matmul(a, b, out=out)
     check(out, reference(a, b), "float32")
     assert packed_kernels == [kernel]
+
+
+@requires_device
+@pytest.mark.parametrize("regs,bn", [((16, 32), 16), ((32, 64), 32)])
+@pytest.mark.parametrize("M,N,K,kernel", [
+    (70, 200, 250, "gemm_strip_kernel"),
+    (100, 90, 530, "gemm_packed_kernel"),   # K-blocked (STRIP_MAX_K lowered): c summed per slice
+])
+def test_packed_microkernel_by_vector_registers(regs, bn, M, N, K, kernel, packed_calls, monkeypatch):
+    """The packed path's microkernel follows the CPU's vector registers (AVX2: 6 x 16, AVX-512:
+    6 x 32, PACKED_CONFIGS); both match float64 on ragged shapes whatever the machine has."""
+    from xejit.autotuner import current_target
+    from xejit.codegen import lower_generic
+    from xejit.codegen.targets import get_target
+    if get_target(current_target()).has_block_io:
+        pytest.skip("the packed kernels are for targets without 2D block IO")
+    monkeypatch.setattr(lower_generic, "VECTOR_REGS", regs[0])
+    monkeypatch.setattr(lower_generic, "VECTOR_BYTES", regs[1])
+    monkeypatch.setattr(xm, "STRIP_MAX_K", 256)
+    seen = []
+
+    class Spy:
+        def __init__(self, k):
+            self.k = k
+
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((self.k.fn.__name__, kw["BN"])) or self.k[grid](*args, **kw)
+    for name in ("gemm_strip_kernel", "gemm_packed_kernel"):
+        monkeypatch.setattr(xm, name, Spy(getattr(xm, name)))
+    rng = np.random.default_rng(M + K + bn)
+    a, b = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
+    out = poisoned((M, N), "float32", "numpy")
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), "float32")
+    assert seen == [(kernel, bn)]

@@ -29,10 +29,24 @@ from .passes.common import WRITES, CompilerError, written_arrays
 UNIFORM_A = True
 #: fuse loads whose only users are tile_mma operands into the FMA loop (k-slice by k-slice)
 FUSE_MMA_LOADS = True
-#: the CPU device's vector registers: the OpenCL CPU runtime here targets AVX2 (this VM exposes
-#: AVX2 + FMA, no AVX-512), 16 ymm registers of 32 bytes; GEMM register strips are sized to fit
-VECTOR_REGS = 16
-VECTOR_BYTES = 32
+
+
+def cpu_vector_registers() -> tuple[int, int]:
+    """(count, bytes) of the CPU device's vector registers: the OpenCL CPU runtime compiles for
+    AVX-512 where the CPU has it (32 zmm of 64 bytes: its assembly on a Zen 4 VM,
+    CL_CONFIG_DUMP_ASM), else for AVX2 (16 ymm of 32 bytes; an AVX2-only VM: ``skx`` code dies
+    with SIGILL). Read from /proc/cpuinfo's flags; AVX2 where they cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "").split()
+    except OSError:
+        flags = []
+    return (32, 64) if "avx512f" in flags else (16, 32)
+
+
+#: the CPU device's vector registers (:func:`cpu_vector_registers`); GEMM register strips are
+#: sized to fit them, and the packed GEMM's microkernel is chosen by them (kernels/gemm.py)
+VECTOR_REGS, VECTOR_BYTES = cpu_vector_registers()
 #: GEMM boundary path (a tile not fully in bounds): a real loop over k with masked loads
 #: (small code: the driver build time does not grow with BK) instead of an unrolled copy
 LOOP_BOUNDARY_MMA = True
@@ -713,8 +727,13 @@ class GenericLowering(LoweringBase):
 
     def _rows_per_strip(self, G: int) -> int:
         """Accumulator rows per register strip: RB*G lane values plus one B row and one
-        broadcast must fit the device's vector registers (VECTOR_REGS of VECTOR_BYTES)."""
+        broadcast must fit the device's vector registers (VECTOR_REGS of VECTOR_BYTES). Where a
+        lane value is one register (AVX-512) the driver keeps a row's broadcast in a register
+        of its own (hoisted: each serves G FMAs), so one more per row: 10 rows of two column
+        groups (the packed GEMM's assembly: 14 x 32 spilled in its k loop, 8-10 x 32 did not)."""
         per_val = max(1, -(-self.S * 4 // VECTOR_BYTES))  # registers per f32 lane value
+        if per_val == 1:
+            return max(1, (VECTOR_REGS - G) // (G + 1))
         return max(1, (VECTOR_REGS - 1 - G * per_val) // (G * per_val))
 
     def _slice_vals(self, A, B, k: int, rows, G: int, fast: bool, bump=None):

@@ -99,16 +99,16 @@ def pack_b_kernel(b, bp, N, Kp, BKP: xl.constexpr, BN: xl.constexpr):
 
 
 @kernel
-def pack_a_kernel(a, apt, Kp, BM: xl.constexpr, BKP: xl.constexpr):
-    """Copy a [M, K] (any layout) into BM-row strips: strip i is columns i*Kp .. i*Kp+Kp of
-    ``apt`` [BM, ceil(M/BM)*Kp], a column-major view (the transpose of a row-major
-    [strips*Kp, BM] buffer), so a strip's BM values of one k are adjacent and the strip is one
-    contiguous stream; zero beyond a's edges, converted to apt's dtype. One program per strip (BM
-    sequential streams)."""
+def pack_a_kernel(a, ap, Kp, BM: xl.constexpr, BKP: xl.constexpr):
+    """Copy a [M, K] (any layout) into the row-major ``ap`` [ceil(M/BM)*BM, Kp]: zero beyond a's
+    edges, converted to ap's dtype, so that every microkernel of the GEMM is in bounds. One
+    program per BM-row strip, walking it BKP columns at a time: contiguous loads and stores (a
+    strip stored k-major, BM values of one k adjacent, was a per-lane scatter: 17% of a 2048x256x1024
+    call)."""
     i = xl.program_id(0)
     for kb in range(0, Kp, BKP):
         t = xl.load_tile(xl.init_tile(a, [i * BM, kb], [BM, BKP]))
-        xl.store_tile(xl.init_tile(apt, [0, i * Kp + kb], [BM, BKP]), t.to(apt.dtype))
+        xl.store_tile(xl.init_tile(ap, [i * BM, kb], [BM, BKP]), t.to(ap.dtype))
 
 
 @kernel
@@ -121,60 +121,59 @@ def convert_kernel(src, dst, N, BR: xl.constexpr, BC: xl.constexpr):
         xl.store_tile(xl.init_tile(dst, [r, n], [BR, BC]), t.to(dst.dtype))
 
 
+@xl.inline
+def _packed_slice(a, bp, r, kc, prow, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr, KC):
+    """The BM x BN microkernel over one KC-deep k slice, from zeros: a's rows r .. r+BM, columns
+    kc .. kc+KC times bp's panel rows prow .. prow+KC (gemm_packed_kernel's one home of the k loop)."""
+    ta = xl.init_tile(a, [r, kc], [BM, BK])
+    tb = xl.init_tile(bp, [prow, 0], [BK, BN])
+    acc = xl.zeros([BM, BN], xl.float32)
+    for k in range(0, KC, BK):
+        acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
+        ta = xl.update_tile_offset(ta, 0, BK)
+        tb = xl.update_tile_offset(tb, BK, 0)
+    return acc
+
+
 @kernel
 def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
                        BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
-    """c[M, N] (fp32) = a @ b for ``a`` the strip view of ``pack_a_kernel`` and ``bp`` the panels
+    """c[M, N] (fp32) = a @ b for ``a`` the padded copy of ``pack_a_kernel`` and ``bp`` the panels
     of ``pack_b_kernel`` (both zero beyond K up to ``Kp``, a multiple of KC); GotoBLAS-style
     blocking: a program owns an MC x NC block of c (MC a multiple of BM); for each KC-deep slice
     of k and each BN-wide panel of b (KC x BN contiguous: stays in L1) it runs the BM x BN
-    register microkernel down the MC rows (a's MC x KC block stays in L2). MC, NC, KC are
-    runtime values so the loops are not unrolled. The microkernel starts from zeros and adds c
-    after its k loop: a tile of c loaded before the loop held every FMA of the slice behind the
-    load (c is the operand furthest away), and the first slice stores without reading c (no
-    zero fill)."""
+    register microkernel (``_packed_slice``) down the MC rows (a's MC x KC block stays in L2).
+    MC, NC, KC are runtime values so the loops are not unrolled. The microkernel starts from
+    zeros and adds c after its k loop: a tile of c loaded before the loop held every FMA of the
+    slice behind the load (c is the operand furthest away), and the first slice stores without
+    reading c (no zero fill; kernels have no run-time ``if``, hence its own loop nest)."""
     m0 = xl.program_id(0) * MC
     n0 = xl.program_id(1) * NC
-    s0 = xl.program_id(0) * (MC // BM)   # first strip of the block in a's strip view
     for jj in range(0, NC, BN):
-        prow = ((n0 + jj) // BN) * Kp
         for mi in range(0, MC, BM):
-            ta = xl.init_tile(a, [0, (s0 + mi // BM) * Kp], [BM, BK])
-            tb = xl.init_tile(bp, [prow, 0], [BK, BN])
-            acc = xl.zeros([BM, BN], xl.float32)
-            for k in range(0, KC, BK):
-                acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
-                ta = xl.update_tile_offset(ta, 0, BK)
-                tb = xl.update_tile_offset(tb, BK, 0)
+            acc = _packed_slice(a, bp, m0 + mi, 0, ((n0 + jj) // BN) * Kp, BM, BN, BK, KC)
             xl.store_tile(xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN]), acc)
     for kc in range(KC, K, KC):
         for jj in range(0, NC, BN):
-            prow = ((n0 + jj) // BN) * Kp + kc
             for mi in range(0, MC, BM):
-                ta = xl.init_tile(a, [0, (s0 + mi // BM) * Kp + kc], [BM, BK])
-                tb = xl.init_tile(bp, [prow, 0], [BK, BN])
-                acc = xl.zeros([BM, BN], xl.float32)
-                for k in range(0, KC, BK):
-                    acc = xl.tile_mma(xl.load_tile(ta), xl.load_tile(tb), acc)
-                    ta = xl.update_tile_offset(ta, 0, BK)
-                    tb = xl.update_tile_offset(tb, BK, 0)
+                acc = _packed_slice(a, bp, m0 + mi, kc, ((n0 + jj) // BN) * Kp + kc, BM, BN, BK, KC)
                 tc = xl.init_tile(c, [m0 + mi, n0 + jj], [BM, BN])
                 xl.store_tile(tc, acc + xl.load_tile(tc))
 
 
 @kernel
 def gemm_strip_kernel(a, bp, c, M, N, K, Kp, NC, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
-    """c[M, N] (fp32) = a @ b for ``a`` the strip view of ``pack_a_kernel`` and ``bp`` the panels
+    """c[M, N] (fp32) = a @ b for ``a`` the padded copy of ``pack_a_kernel`` and ``bp`` the panels
     of ``pack_b_kernel`` (both with ``Kp`` = K rounded up to BK, zero beyond K): one program per
     BM-row strip of c and NC columns; each BM x BN tile of c sums all of K in registers and is
-    stored once (no zero fill, no reload per k slice). The strip (BM x K, one contiguous stream)
+    stored once (no zero fill, no reload per k slice). The strip (BM x K, BM row streams)
     stays in L1 across the NC / BN panels while each KC x BN panel of b streams past it; the
     caller keeps BM * K small enough for L1 (a strip read again from L2 per panel ran the
     microkernel at ~75% of its L1 speed)."""
     i = xl.program_id(0)
     n0 = xl.program_id(1) * NC
     for jj in range(0, NC, BN):
-        ta = xl.init_tile(a, [0, i * Kp], [BM, BK])
+        ta = xl.init_tile(a, [i * BM, 0], [BM, BK])
         tb = xl.init_tile(bp, [((n0 + jj) // BN) * Kp, 0], [BK, BN])
         acc = xl.zeros([BM, BN], xl.float32)   # (a run-time zero in the k loop: lower_generic)
         for k in range(0, K, BK):
@@ -371,7 +370,21 @@ GEMV_MAX_M = 8
 #: kernel alone, 2 runtime threads, loaded VM (load 9; median / min ms of 31 rounds): 1024^2 BKP_B
 #: 16 2.01 / 1.40, 32 10.1 / 2.11 (8: 1.59 / 1.15, 64: 2.67 / 1.91 in a shorter run); 2048^2 24.2 /
 #: 15.8 against 28.3 / 20.0: 32 programs of 32 rows at b's pitch left a core idle for long stretches.
-PACKED_CONFIG = {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 64, "KC": 256, "BKP_A": 32, "BKP_B": 16}
+#: Keyed by the CPU's vector register bytes (lower_generic.VECTOR_BYTES): the figures above are
+#: AVX2's (32). With AVX-512 (64: 32 zmm, a 16-lane f32 value is one register) the microkernel
+#: is 6 x 32: 12 accumulators, 2 B loads and 6 broadcasts per 12 FMAs (6 x 16 there: 6 FMAs
+#: with a broadcast operand and a B load each). fp32 2048^3, kernel alone, one runtime thread,
+#: loaded VM (Zen 4, load 4), GFLOP per CPU-second, medians of 5 interleaved rounds: 6x16 80.6,
+#: 12x16 85.4, 6x32 88.4, 8x32 81.3, 14x32 73.1 (28 accumulators: spills), numpy 94.0. Its
+#: KC x 32 panel of b is 32 KB, all of L1, so the MC x KC block of a is read from L2 once per
+#: panel: NC 128 (4 panels a block) against 64, 6x32, same runs (load 11), one runtime thread:
+#: MC,NC 48,64 83.8-84.4, 48,128 88.3-92.3, 48,256 93.5, 24,128 91.1, 72,128 88.9, numpy
+#: 95.8-96.6; two threads: 48,64 90.0, 48,128 93.5, 48,256 87.5 (numpy 85.2 counts its spinning
+#: threads). KC 128 (a 16 KB panel) was not faster: 48,128 90.4, 48,64 81.8.
+PACKED_CONFIGS = {
+    32: {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 64, "KC": 256, "BKP_A": 32, "BKP_B": 16},
+    64: {"BM": 6, "BN": 32, "BK": 256, "MC": 48, "NC": 128, "KC": 256, "BKP_A": 32, "BKP_B": 16},
+}
 
 #: gemm_strip_kernel (same packing, same microkernel, all of K in registers, c stored once) for K
 #: up to STRIP_MAX_K (rounded up to BK), STRIP_NC columns per program: the 6-row strip of a (24 KB
