@@ -12,8 +12,8 @@ LLVM fatal error kills only that child and comes back as an error message.
 
 Protocol on stdin/stdout, every message ``<u64 length><payload>``:
 request ``ext1,ext2\\n<LLVM IR text>``; reply ``K<spv bytes>`` or ``E<error text>``. When the IR
-text starts with the comment line ``;xejit-opt=<pipeline>`` (``O2``, or pass names separated by
-commas), the child first runs that LLVM pipeline on the module (``xejit.codegen.compiler.optimize``
+text starts with the comment line ``;xejit-opt=<pipeline>`` (``O2``, ``O2-function``, or pass
+names separated by commas), the child first runs that LLVM pipeline on the module (``xejit.codegen.compiler.optimize``
 says which) and replies ``O<u64 optimisation ns><u64 n><n bytes of optimised IR text><spv bytes>``:
 the compiler's process then never loads LLVM itself, and the worker's start-up overlaps its stages.
 """
@@ -65,6 +65,16 @@ def _optimize(llvm, ir_text: str, pipeline: str):
         pto.loop_unrolling = False
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
+    elif pipeline == "O2-function":   # O2's function simplification pipeline on each definition
+        pto = llvm.create_pipeline_tuning_options(speed_level=2)
+        pto.loop_vectorization = False
+        pto.slp_vectorization = False
+        pto.loop_unrolling = False
+        pb = llvm.create_pass_builder(tm, pto)
+        fpm = pb.getFunctionPassManager()
+        for f in mod.functions:
+            if not f.is_declaration:
+                fpm.run(f, pb)
     else:
         pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
         mpm = llvm.create_new_module_pass_manager()
