@@ -103,3 +103,23 @@ def test_optimised_module_emitted_from_memory_equals_its_text():
     llir, spv, _ = optimize_and_emit(m, (), "O2")
     validate(spv)
     assert spv == to_spirv(llir, ())
+
+
+@pytest.mark.parametrize("pipeline", ["O2", "O2-function"])
+def test_llvm_pipelines_optimise_and_validate(pipeline):
+    """Each ``Target.llvm_pipeline`` runs (an alloca round trip is promoted) and gives valid SPIR-V."""
+    from llvmlite import ir
+    from xejit.codegen.spirv import optimize_and_emit
+    from xejit.codegen.targets import TARGETS
+    assert pipeline in {t.llvm_pipeline for t in TARGETS.values()}
+    m = bi.new_module("pipeline")
+    fn = bi.kernel(m, "k", [bi.GLOBAL], subgroup_size=16)
+    i32 = ir.IntType(32)
+    b = ir.IRBuilder(fn.append_basic_block())
+    slot = b.alloca(i32)
+    b.store(b.load(fn.args[0], typ=i32), slot)
+    b.store(b.add(b.load(slot, typ=i32), i32(1)), fn.args[0])
+    b.ret_void()
+    llir, spv, _ = optimize_and_emit(m, (), pipeline)
+    assert "alloca" in str(m) and "alloca" not in llir
+    validate(spv)
