@@ -277,6 +277,7 @@ TARGETS: dict[str, Target] = {
         spirv_extensions=(_EXT_SUBGROUPS, _EXT_DPAS, _EXT_2D, _EXT_BF16, _EXT_CACHE),
         emulatable=True,
         ocloc_device="ptl",
+        # llvm_pipeline stays O2: O2-function lengthened one pick's hot loop (docs/compiler.md)
         notes=("register/SLM/barrier figures assumed equal to Xe2; Intel's compiler builds our DPAS / 2D block "
                "modules for it (the ptl tests) and, without the large-GRF option, sizes the register file per "
                "kernel (96-256 registers seen in .ze_info)",),
