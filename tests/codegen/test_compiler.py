@@ -154,8 +154,8 @@ def test_spirv_val_runs_only_with_xejit_validate(monkeypatch, value, runs):
 
 def test_generic_path_runs_its_pass_list_in_the_emission_worker(monkeypatch):
     """The generic path's IR is optimised by GENERIC_PASSES in the emission worker (the compiler's
-    process does not load LLVM), the XeGPU path's by O2; the optimised IR comes back with the
-    SPIR-V, smaller than what was sent."""
+    process does not load LLVM), the XeGPU path's by its target's ``llvm_pipeline``; the optimised IR
+    comes back with the SPIR-V, smaller than what was sent."""
     from xejit.codegen import spirv
     from xejit.codegen.compiler import GENERIC_PASSES
     sent = []
@@ -167,7 +167,9 @@ def test_generic_path_runs_its_pass_list_in_the_emission_worker(monkeypatch):
     assert "define" in ck.asm["llir"] and len(ck.asm["llir"]) < len(body)
     assert ck.timings["llvm-opt"] > 0
     validate(ck.spv)
-    compile_kernel(_gemm_ir(), "pvc", emulate=True)
+    compile_kernel(_gemm_ir(), "pvc", emulate=True)    # Target.llvm_pipeline
+    assert sent[-1].startswith(";xejit-opt=O2-function\n")
+    compile_kernel(_gemm_ir(), "dg2", emulate=True)
     assert sent[-1].startswith(";xejit-opt=O2\n")
 
 

@@ -442,7 +442,7 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     # time is reported as llvm-opt, the rest (printing the IR, emission) as spirv
     t0 = time.perf_counter()
     llir, spv, opt_s = spirv.optimize_and_emit(
-        llmod, extensions, ",".join(GENERIC_PASSES) if path == "generic" else "O2")
+        llmod, extensions, ",".join(GENERIC_PASSES) if path == "generic" else tgt.llvm_pipeline)
     st.timings["llvm-opt"] = opt_s
     st.timings["spirv"] = time.perf_counter() - t0 - opt_s
     asm["llir"] = llir

@@ -166,8 +166,9 @@ def optimize_and_emit(module: ir.Module | str, extensions: Iterable[str] = (),
     """(optimised LLVM IR text, SPIR-V, seconds the optimisation took) for an llvmlite module.
 
     Both steps run in the emission worker's child (``_emitter.py``), so the compiler's process
-    does not load LLVM. ``pipeline`` is ``"O2"`` (without vectorizers or unrolling) or pass names
-    of llvmlite's ``ModulePassManager`` separated by commas (``xejit.codegen.compiler.GENERIC_PASSES``).
+    does not load LLVM. ``pipeline`` is ``"O2"`` (without vectorizers or unrolling), ``"O2-function"``
+    (O2's function simplification pipeline alone, ``Target.llvm_pipeline``) or pass names of
+    llvmlite's ``ModulePassManager`` separated by commas (``xejit.codegen.compiler.GENERIC_PASSES``).
     """
 
     ext = tuple(sorted(set(extensions)))
