@@ -35,13 +35,20 @@ def test_the_gemv_column_loop_is_versioned():
     counts = gemv_kernel.compile(a, b, p, 128, 64, 64, 128, 0, BM=1, BN=32, BK=8, RB=1, target="generic").instructions
     assert counts.get(VERSIONED) == 1
     assert counts.get("tile_mma accumulator updated in place") == 1   # counted per source op
+    a8, p8 = np.ones((8, 64), np.float32), np.zeros((8, 128), np.float32)   # two strips of 4 rows
+    counts = gemv_kernel.compile(a8, b, p8, 128, 64, 64, 128, 0, BM=8, BN=16, BK=16, RB=4,
+                                 target="generic").instructions
+    assert counts.get(VERSIONED) == 1
+    assert counts.get("tile_mma accumulator updated in place") == 2
 
 
 # (M, N, K, K slices, first column): aligned; ragged N and K; N below one tile; the first tile
-# partial (a negative start, as for an unaligned b at M >= 4); one row strip of 4 rows
+# partial (a negative start, as for an unaligned b at M >= 4); one row strip of 4 rows; two
+# strips (M > 4: two in-place tile_mmas in the loop body)
 @requires_device
 @pytest.mark.parametrize("M,N,K,slices,n0", [(1, 256, 64, 2, 0), (1, 333, 50, 3, 0), (1, 20, 16, 1, 0),
-                                             (2, 130, 40, 2, 0), (4, 200, 48, 2, -4), (4, 96, 32, 1, -12)])
+                                             (2, 130, 40, 2, 0), (4, 200, 48, 2, -4), (4, 96, 32, 1, -12),
+                                             (8, 256, 64, 2, 0), (7, 301, 50, 2, -3), (5, 96, 48, 1, 0)])
 def test_versioned_gemv(M, N, K, slices, n0):
     _run_gemv(M, N, K, slices, n0)
 

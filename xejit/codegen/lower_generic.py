@@ -1421,14 +1421,12 @@ class GenericLowering(LoweringBase):
         return self._for_loop(body, lb, ub, step, inits)
 
     def _in_bounds_prefix(self, body, lb: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value | None:
-        """The end of the loop's iterations from ``lb`` whose tile_mma is in bounds, computed
+        """The end of the loop's iterations from ``lb`` whose tile_mmas are in bounds, computed
         before the loop: ``ub`` when all are, the last iteration when all but it are, else ``lb``
-        (None: the tile_mma is not the fused in-place form). The tiles' coordinates are affine in
+        (None: a tile_mma is not the fused in-place form). The tiles' coordinates are affine in
         the induction variable (``_in_place_mma_loop``) and each bound is an interval, so two
         iterations in bounds prove those between them."""
         b = self.b
-        ops = body.ops
-        mma = next(o for o in ops if o.name == "xetile.tile_mma")
         saved = self._report_copy()
         runs = b.and_(b.icmp_signed(">", step, I64(0)), b.icmp_signed("<", lb, ub))
         last = b.add(lb, b.mul(b.sdiv(b.sub(b.sub(ub, lb), I64(1)), step), step))
@@ -1437,8 +1435,7 @@ class GenericLowering(LoweringBase):
         try:
             for iv in (lb, last, before):
                 self.env[id(body.args[0])] = iv
-                self.lower_block(ops[:ops.index(mma)])
-                cond = self._in_place_mma_bounds(mma)
+                cond = self._body_bounds(body)
                 if cond is None:
                     return None
                 conds.append(cond)
@@ -1448,6 +1445,27 @@ class GenericLowering(LoweringBase):
         all_ok = b.and_(first_ok, conds[1])
         but_last = b.and_(b.and_(first_ok, conds[2]), b.icmp_signed(">=", before, lb))
         return b.select(all_ok, ub, b.select(but_last, last, lb))
+
+    def _body_bounds(self, body) -> ir.Value | None:
+        """The bounds tests of the body's in-place tile_mmas, its other ops lowered (pure: they
+        make tiles; the tile_mmas and their stores are not emitted), None when one is not the
+        fused in-place form."""
+        mmas = {id(o.result) for o in body.ops if o.name == "xetile.tile_mma"}
+        cond = None
+        for o in body.ops:
+            if o.name == "scf.yield":
+                break
+            if o.name == "xetile.tile_mma":
+                c = self._in_place_mma_bounds(o)
+                if c is None:
+                    return None
+                cond = c if cond is None else self.b.and_(cond, c)
+            elif not (o.name == "xetile.store_tile" and id(o.operands[0]) in mmas):
+                res = self.lower_op(o)
+                if res is not None:
+                    for r, v in zip(o.results, res if isinstance(res, list) else [res]):
+                        self.env[id(r)] = v
+        return cond
 
     def _report_copy(self) -> LoweringReport:
         r = self.report
@@ -1550,19 +1568,20 @@ _TILE_USES = ("xetile.load_tile", "xetile.tile_mma", "xetile.store_tile")
 
 
 def _in_place_mma_loop(body) -> bool:
-    """A loop body whose one memory write is a tile_mma's accumulator stored back in place
-    (``store_tile(t, tile_mma(a, b, load_tile(t)))``, the GEMV's column loop), without nested
-    regions, barriers or prints, where tile coordinates are affine in the induction variable
-    (sums and products with loop-invariant values) and nothing else depends on it."""
+    """A loop body whose memory writes are tile_mma accumulators stored back in place
+    (``store_tile(t, tile_mma(a, b, load_tile(t)))``, the GEMV's column loop: one per register
+    strip), without nested regions, barriers or prints, where tile coordinates are affine in the
+    induction variable (sums and products with loop-invariant values) and nothing else depends
+    on it."""
     mmas = [o for o in body.ops if o.name == "xetile.tile_mma"]
-    if len(mmas) != 1 or len(mmas[0].operands) != 3 or len(mmas[0].result.uses) != 1:
+    if not mmas or any(len(m.operands) != 3 or len(m.result.uses) != 1 for m in mmas):
         return False
-    st = mmas[0].result.uses[0][0]
-    if st.name != "xetile.store_tile":
+    stores = {id(m.result.uses[0][0]) for m in mmas}
+    if any(m.result.uses[0][0].name != "xetile.store_tile" for m in mmas):
         return False
     dep, affine = {id(body.args[0])}, {id(body.args[0])}
     for o in body.ops:
-        if o.regions or o.name.startswith(("gpu.", "xejit.print")) or (o.name in WRITES and o is not st):
+        if o.regions or o.name.startswith(("gpu.", "xejit.print")) or (o.name in WRITES and id(o) not in stores):
             return False
         ins = [v for v in o.operands if id(v) in dep]
         if not ins:
