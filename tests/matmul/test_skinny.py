@@ -75,6 +75,24 @@ def test_repeated_skinny_calls_stay_correct(gemv_calls):
 
 
 @requires_device
+def test_alternating_skinny_shapes_and_b_offsets(gemv_calls):
+    """_gemv_partials keeps the geometry and scratch view of its last call: calls alternating
+    between shapes, and between b's at other offsets in their page (the alignment shift and the
+    scratch placement depend on it), each against float64 with a poisoned out=."""
+    rng = np.random.default_rng(31)
+    big = rand(rng, (K, N + 64), "float32")
+    cases = [(8, big[:, 0:N]), (8, big[:, 3:3 + N]), (1, big[:, 5:5 + N]), (8, big[:, 0:N - 40]),
+             (8, big[:, 3:3 + N])]
+    for _ in range(2):
+        for m, b in cases:
+            a = rand(rng, (m, K), "float32")
+            out = poisoned((m, b.shape[1]), "float32", "numpy")
+            xejit.matmul(a, b, out=out)
+            check(out, reference(a, b), "float32")
+    assert len(gemv_calls) == 2 * len(cases)
+
+
+@requires_device
 @pytest.mark.parametrize("m,dtype", [(1, "float32"), (3, "float32"), (2, "int8")])
 def test_repeated_skinny_calls_without_epilogue(m, dtype, gemv_calls):
     """No bias or activation: the K-slices' partial sums go straight into the result (poisoned

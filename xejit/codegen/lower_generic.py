@@ -191,6 +191,8 @@ class GenericLowering(LoweringBase):
         self.lane = b.zext(self.lane32, I64, name="lane")
         self._lane_cols: dict[int, ir.Value] = {}
         self._bases: dict = {}
+        # lowering the in-bounds version of a loop (op_scf_for): its tile_mma skips the bounds test
+        self._assume_in_bounds = False
         self._span: dict[int, tuple[ir.Value, ir.Value]] = {}   # id(Arr) -> (lo, count): array_span
         self._arr_name: dict[int, str] = {}                       # id(Arr) -> argument name
         self._zero_src = None
@@ -1140,6 +1142,12 @@ class GenericLowering(LoweringBase):
             # column-major B 16x32x32: 48 s, 32x32x32: minutes), so the in-bounds version is a
             # k loop too, with plain loads
             loop_fast = (isinstance(A, LazyTile) or shuffled_a) and self._gathered_b_loop(B)
+            if place is not None and self._assume_in_bounds:   # tested before the loop (op_scf_for)
+                self._bases = {}
+                steps(acc, True, place)
+                self._bases = {}
+                self.count("fma" if not isint else "int mul+add", M * K * G)
+                return STORED_IN_PLACE
             if place is not None:
                 # the accumulator's tile in bounds too; each path reads and writes it itself
                 cond = b.and_(cond, self._in_bounds(place))
@@ -1411,9 +1419,91 @@ class GenericLowering(LoweringBase):
 
     # --- control flow ------------------------------------------------------------------------------
     def op_scf_for(self, op):
-        b = self.b
         lb, ub, step, *inits = (self.env[id(v)] for v in op.operands)
         body = op.regions[0].block
+        if not inits and not self._assume_in_bounds and _in_place_mma_loop(body):
+            split = self._in_bounds_prefix(body, lb, ub, step)
+            if split is not None:
+                # loop versioning: the iterations [lb, split) are in bounds (tested before the
+                # loop), and run without the per-tile test and masked code (only without them
+                # the CPU driver kept b's row offsets and the accumulators in registers;
+                # docs/compiler.md); the rest (a ragged last tile) take the full loop
+                saved = self._report_copy()   # the counts stay per source op
+                self._assume_in_bounds = True
+                try:
+                    self._for_loop(body, lb, split, step, [])
+                finally:
+                    self._assume_in_bounds = False
+                    self.report = saved
+                self.count("loops versioned on a hoisted bounds test")
+                return self._for_loop(body, split, ub, step, [])
+        return self._for_loop(body, lb, ub, step, inits)
+
+    def _in_bounds_prefix(self, body, lb: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value | None:
+        """The end of the loop's iterations from ``lb`` whose tile_mmas are in bounds, computed
+        before the loop: ``ub`` when all are, the last iteration when all but it are, else ``lb``
+        (None: a tile_mma is not the fused in-place form). The tiles' coordinates are affine in
+        the induction variable (``_in_place_mma_loop``) and each bound is an interval, so two
+        iterations in bounds prove those between them."""
+        b = self.b
+        saved = self._report_copy()
+        runs = b.and_(b.icmp_signed(">", step, I64(0)), b.icmp_signed("<", lb, ub))
+        last = b.add(lb, b.mul(b.sdiv(b.sub(b.sub(ub, lb), I64(1)), step), step))
+        before = b.sub(last, step)
+        conds = []
+        try:
+            for iv in (lb, last, before):
+                self.env[id(body.args[0])] = iv
+                cond = self._body_bounds(body)
+                if cond is None:
+                    return None
+                conds.append(cond)
+        finally:
+            self.report = saved
+        first_ok = b.and_(runs, conds[0])
+        all_ok = b.and_(first_ok, conds[1])
+        but_last = b.and_(b.and_(first_ok, conds[2]), b.icmp_signed(">=", before, lb))
+        return b.select(all_ok, ub, b.select(but_last, last, lb))
+
+    def _body_bounds(self, body) -> ir.Value | None:
+        """The bounds tests of the body's in-place tile_mmas, its other ops lowered (pure: they
+        make tiles; the tile_mmas and their stores are not emitted), None when one is not the
+        fused in-place form."""
+        mmas = {id(o.result) for o in body.ops if o.name == "xetile.tile_mma"}
+        cond = None
+        for o in body.ops:
+            if o.name == "scf.yield":
+                break
+            if o.name == "xetile.tile_mma":
+                c = self._in_place_mma_bounds(o)
+                if c is None:
+                    return None
+                cond = c if cond is None else self.b.and_(cond, c)
+            elif not (o.name == "xetile.store_tile" and id(o.operands[0]) in mmas):
+                res = self.lower_op(o)
+                if res is not None:
+                    for r, v in zip(o.results, res if isinstance(res, list) else [res]):
+                        self.env[id(r)] = v
+        return cond
+
+    def _report_copy(self) -> LoweringReport:
+        r = self.report
+        return LoweringReport(Counter(r.instructions), list(r.fallbacks), r.regs_bytes_per_lane)
+
+    def _in_place_mma_bounds(self, op) -> ir.Value | None:
+        """The bounds test of ``op``'s fused in-place form (as op_xetile_tile_mma takes it), or
+        None when the operands as lowered do not take that form."""
+        A, B, place = (self.env[id(v)] for v in op.operands)
+        if isinstance(A, Vec) and A.source is not None:
+            A = A.source
+        if not (isinstance(A, LazyTile) and isinstance(B, LazyTile) and isinstance(place, LazyAcc)):
+            return None
+        if self._gathered_b_loop(B) or A.shape[0] > self._rows_per_strip(self.col_groups(B.shape[1])):
+            return None
+        return self.b.and_(self.b.and_(A.inb, B.inb), self._in_bounds(place.tile))
+
+    def _for_loop(self, body, lb: ir.Value, ub: ir.Value, step: ir.Value, inits: list) -> list:
+        b = self.b
         flats = [self._flatten(v) for v in inits]
         for i in self._mma_accumulators(body):
             flats[i] = [self._opaque_constant(x) for x in flats[i]]
@@ -1489,6 +1579,43 @@ class GenericLowering(LoweringBase):
 for _c in ("arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui",
            "arith.extsi", "arith.extui", "arith.trunci", "arith.index_cast"):
     setattr(GenericLowering, "op_" + _c.replace(".", "_"), GenericLowering.op_cast)
+
+
+#: ops through which a value of a versioned loop may depend on its induction variable
+_AFFINE_OPS = ("arith.addi", "arith.subi", "arith.muli", "arith.index_cast")
+_TILE_USES = ("xetile.load_tile", "xetile.tile_mma", "xetile.store_tile")
+
+
+def _in_place_mma_loop(body) -> bool:
+    """A loop body whose memory writes are tile_mma accumulators stored back in place
+    (``store_tile(t, tile_mma(a, b, load_tile(t)))``, the GEMV's column loop: one per register
+    strip), without nested regions, barriers or prints, where tile coordinates are affine in the
+    induction variable (sums and products with loop-invariant values) and nothing else depends
+    on it."""
+    mmas = [o for o in body.ops if o.name == "xetile.tile_mma"]
+    if not mmas or any(len(m.operands) != 3 or len(m.result.uses) != 1 for m in mmas):
+        return False
+    stores = {id(m.result.uses[0][0]) for m in mmas}
+    if any(m.result.uses[0][0].name != "xetile.store_tile" for m in mmas):
+        return False
+    dep, affine = {id(body.args[0])}, {id(body.args[0])}
+    for o in body.ops:
+        if o.regions or o.name.startswith(("gpu.", "xejit.print")) or (o.name in WRITES and id(o) not in stores):
+            return False
+        ins = [v for v in o.operands if id(v) in dep]
+        if not ins:
+            continue
+        dep.update(id(r) for r in o.results)
+        if o.name == "xetile.init_tile":
+            if id(o.operands[0]) in dep or any(id(v) not in affine for v in ins):
+                return False
+        elif o.name in _AFFINE_OPS:
+            if any(id(v) not in affine for v in ins) or o.name == "arith.muli" and len(ins) > 1:
+                return False
+            affine.update(id(r) for r in o.results)
+        elif o.name not in _TILE_USES:
+            return False
+    return True
 
 
 def lower(fn: Function, target, num_subgroups: int, debug: bool = False,

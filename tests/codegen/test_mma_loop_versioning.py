@@ -1,0 +1,81 @@
+"""Generic target: a loop whose one write is a tile_mma accumulator updated in place (the GEMV's
+column loop) is versioned: the iterations proved in bounds before the loop run without the
+per-tile bounds test and masked code, the rest (a ragged last tile, a partial first one, a ragged
+k step) take the full loop. gemv_kernel against float64 numpy on random non-zero inputs, its
+partial sums poisoned, aligned and ragged shapes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import xejit
+import xejit.language as xl
+from tests.helpers import check, f64, poisoned, rand
+from tests.matmul.backend import requires_device
+from xejit.kernels.gemm import gemv_kernel
+from xejit.matmul import _gemv_geometry
+
+VERSIONED = "loops versioned on a hoisted bounds test"
+
+
+def _run_gemv(M, N, K, slices, n0):
+    rng = np.random.default_rng(M * 1000 + N + K + slices)
+    a, b = rand(rng, (M, K), "f32"), rand(rng, (K, N), "f32")
+    g = _gemv_geometry(M, N, K, slices, 1, n0)
+    p = poisoned((g.grid[0] * M, N), "f32")
+    gemv_kernel[g.grid](a, b, p, N, K, g.ks, g.width, g.n0, ACC=xl.float32, **g.meta)
+    want = np.concatenate([f64(a)[:, s * g.ks:(s + 1) * g.ks] @ f64(b)[s * g.ks:(s + 1) * g.ks]
+                           for s in range(g.grid[0])])
+    check(p, want, "f32", scale_by_max=True)
+
+
+def test_the_gemv_column_loop_is_versioned():
+    a, b = np.ones((1, 64), np.float32), np.ones((64, 128), np.float32)
+    p = np.zeros((1, 128), np.float32)
+    counts = gemv_kernel.compile(a, b, p, 128, 64, 64, 128, 0, BM=1, BN=32, BK=8, RB=1, target="generic").instructions
+    assert counts.get(VERSIONED) == 1
+    assert counts.get("tile_mma accumulator updated in place") == 1   # counted per source op
+    a8, p8 = np.ones((8, 64), np.float32), np.zeros((8, 128), np.float32)   # two strips of 4 rows
+    counts = gemv_kernel.compile(a8, b, p8, 128, 64, 64, 128, 0, BM=8, BN=16, BK=16, RB=4,
+                                 target="generic").instructions
+    assert counts.get(VERSIONED) == 1
+    assert counts.get("tile_mma accumulator updated in place") == 2
+
+
+# (M, N, K, K slices, first column): aligned; ragged N and K; N below one tile; the first tile
+# partial (a negative start, as for an unaligned b at M >= 4); one row strip of 4 rows; two
+# strips (M > 4: two in-place tile_mmas in the loop body)
+@requires_device
+@pytest.mark.parametrize("M,N,K,slices,n0", [(1, 256, 64, 2, 0), (1, 333, 50, 3, 0), (1, 20, 16, 1, 0),
+                                             (2, 130, 40, 2, 0), (4, 200, 48, 2, -4), (4, 96, 32, 1, -12),
+                                             (8, 256, 64, 2, 0), (7, 301, 50, 2, -3), (5, 96, 48, 1, 0)])
+def test_versioned_gemv(M, N, K, slices, n0):
+    _run_gemv(M, N, K, slices, n0)
+
+
+@xejit.kernel
+def _halved_columns(a, b, p, N, K, BN: xl.constexpr, BK: xl.constexpr):
+    """p (1 x N, zeroed by the caller) += a @ b with tile columns (2n) // 2: not affine in n, so
+    the column loop keeps its per-tile test."""
+    for k in range(0, K, BK):
+        for n in range(0, N, BN):
+            tp = xl.init_tile(p, [0, (2 * n) // 2], [1, BN])
+            acc = xl.tile_mma(xl.load_tile(xl.init_tile(a, [0, k], [1, BK])),
+                              xl.load_tile(xl.init_tile(b, [k, (2 * n) // 2], [BK, BN])), xl.load_tile(tp))
+            xl.store_tile(tp, acc)
+
+
+def test_a_loop_with_non_affine_tiles_is_not_versioned():
+    a, b, p = np.ones((1, 16), np.float32), np.ones((16, 64), np.float32), np.zeros((1, 64), np.float32)
+    counts = _halved_columns.compile(a, b, p, 64, 16, BN=32, BK=8, target="generic").instructions
+    assert not counts.get(VERSIONED)
+    assert counts.get("tile_mma accumulator updated in place") == 1
+
+
+@requires_device
+def test_non_affine_tiles():
+    rng = np.random.default_rng(3)
+    a, b = rand(rng, (1, 24), "f32"), rand(rng, (24, 70), "f32")
+    p = np.zeros((1, 70), np.float32)
+    _halved_columns[(1,)](a, b, p, 70, 24, BN=32, BK=8)
+    check(p, f64(a) @ f64(b), "f32", scale_by_max=True)
