@@ -845,10 +845,10 @@ def test_dg2_decode_pick_beats_every_decode_config_that_builds_clean(dtype, col_
 def test_dg2_perf_model_counts_the_block_read_plan():
     """dg2's k-step figures (codegen/block_read_costs.py) for decode tiles, fp16 / int8: row-major
     B (transposed product) has one A^T load per K-block, v B^T row loads per two 8-column blocks
-    and K-block, 8 packed words per B^T operand (2 / 5 instructions a word) -- except 16-bit B of
-    8x32 tiles and wider, read unpacked (column parity); column-major B a block
-    read per row of A and K-block (decode: A from SLM, staged by the workgroup) and one lane-row
-    load per 8 columns and K-block."""
+    and K-block, 8 packed words per B^T operand (2 / 5 instructions a word) -- except int8 B of
+    8x32 tiles and wider with the A^T spread staged by the workgroup, read unpacked (byte parity,
+    parity_dpas.parity_mode); column-major B a block read per row of A and K-block (decode: A from
+    SLM, staged by the workgroup) and one lane-row load per 8 columns and K-block."""
     from xejit.autotuner import estimate_gemm
     from xejit.ir.core import i32
 
@@ -858,15 +858,18 @@ def test_dg2_perf_model_counts_the_block_read_plan():
         e = estimate_gemm("dg2", 8, bn, bk, nsg, "default", a, b, a, i32 if dtype is np.int8 else f32)
         return e["dpas_per_kstep"], e["loads_per_kstep"], e["other_per_kstep"]
 
-    # 8x32 tiles: B unpacked by column parity (v = 2 parities fp16, 4 int8) -- a lane-row load
-    # per 8 v columns and 8 rows of K, (v - 1) x the work's DPAS more; the A^T spread staged by
-    # the workgroup (decode_slm.py): v x v SLM loads a K-block in place of the A^T load, the work
-    # item's q words of A (a row load, v SLM stores, 4 / 20 instructions a word) and the barrier
-    assert figures(F16, 256, 16, 8) == (4, 4 + 4 + 1 + 2, 4 + 4 + 4 * 1 + 5)            # BK 16, q 1
-    assert figures(F16, 256, 32, 8) == (8, 8 + 8 + 1 + 2, 4 + 8 + 4 * 2 + 5)            # BK 32, q 2
+    # fp16 B^T packed (column parity is for integer B only: a float Inf / NaN would reach the
+    # partner column): an A^T load and 2 row loads a pair of 8-column blocks a K-block, 2 a word
+    assert figures(F16, 256, 16, 8) == (4, 1 + 2 * 2, 4 + 4 * 8 * 2)                   # BK 16
     assert figures(F16, 256, 32, 16) == (4, 2 + 2 * 1 * 2, 4 + 4 * 8 * 2)              # 8x16, BK 32
+    # int8 8x32 tiles: B unpacked by byte parity (v = 4) -- a lane-row load per 8 v columns and 8
+    # rows of K, (v - 1) x the work's DPAS more; the A^T spread staged by the workgroup
+    # (decode_slm.py): v x v SLM loads a K-block in place of the A^T load, the work item's q words
+    # of A (a row load, v SLM stores, 20 instructions a word) and the barrier
     assert figures(np.int8, 256, 32, 8) == (4, 4 + 16 + 1 + 4, 4 + 3 * 4 + 20 * 1 + 5)  # q 1
     assert figures(np.int8, 128, 32, 8) == (2, 1 + 4 * 1, 4 + 2 * 8 * 5)     # 8x16: B^T packed
+    # one subgroup (nothing shares the spread): B^T packed (on registers the spread costs more)
+    assert figures(np.int8, 32, 32, 1) == (4, 1 + 4 * 2, 4 + 4 * 8 * 5)
     # column-major B, A staged in SLM (decode_slm.py): a per-lane SLM load a K-block, the lane
     # rows of B, the work item's share (a global load, an SLM block write) and the barrier
     assert figures(F16, 256, 16, 8, col_b=True) == (4, 1 + 4 + 2, 4 + 5)
