@@ -1,37 +1,32 @@
-"""Row-major 16- and 8-bit B without packing: decode tiles' DPAS split by column parity (dg2).
+"""Row-major int8 B without packing: decode tiles' DPAS split by byte (column) parity (dg2).
 
 In the transposed product (``transposed_dpas.py``) the DPAS A operand is B^T, whose 32-bit words
-must pair two rows of K (VNNI); row-major B has them a pitch apart, so every B^T register was
-packed on registers (a shift and a bfn a register: 16 instructions a DPAS, per DPAS since decode
-reads each B element once). Here B is read as it lies: lane l loads 8 words of row k + l (16
-columns), which *is* a DPAS A operand -- register j, lane l = columns 2j, 2j+1 of row k + l --
-if the reduction runs over (row, half) pairs. The DPAS B operand then holds A^T spread with zeros:
-register l, lane m = A[m][k + l] in half p, 0 in the other, so the DPAS keeps only the columns of
-parity p: D[j][m] = sum_l B[k + l][2j + p] A[m][k + l]. Two DPAS (p = 0, 1) take the one B load
-and cover 16 columns and 8 rows of K: twice the DPAS of the packed form for the same work, but no
-packing, one load per 16 x 8 block, and the spread (one instruction a register) shared by every
-column block of the subgroup's tile.
+must hold v = 32 / bits rows of K (VNNI); row-major B has them a pitch apart, so B^T is packed on
+registers (int8: 5 instructions a word, 40 a DPAS, per DPAS since decode reads each B element
+once). Here B is read as it lies: lane l loads 8 words of row k + l (32 int8 columns), which *is*
+a DPAS A operand -- register j, lane l = columns 4j .. 4j + 3 of row k + l -- if the reduction
+runs over (row, byte) pairs. The DPAS B operand then holds A^T spread with zeros: register l,
+lane m = A[m][k + l] in byte p, 0 in the others, so the DPAS keeps only the columns of parity p:
+D[j][m] = sum_l B[k + l][4j + p] A[m][k + l]. Four DPAS (p = 0 .. 3) take the one B load and
+cover 32 columns and 8 rows of K -- the work of one packed DPAS -- for one load and no packing.
 
-8-bit B takes the same way with four parities (v = 32 / bits ways in general): lane l's 8 words
-of row k + l hold 32 columns, register j = columns 4j .. 4j + 3; the spread puts A[m][k + l] in
-byte p; four DPAS (p = 0 .. 3) cover 32 columns and 8 rows of K, the work of one packed DPAS, for
-one load and no packing (the packed form cost 5 instructions a word, 40 a DPAS).
+Integer B only (:func:`parity_mode`): the DPAS still multiplies every field of B's word, the
+zeroed ones by zero, which is exact for integers but turns a float B element's Inf or NaN into
+NaN in its partner columns (fp16 / bf16 B are packed). The spread is staged in SLM by the
+workgroup (``decode_slm.py``): lane l reads row k + l and the spread's register l is element l
+of the 8 rows of K: element e = field e % v of word e // v of A's row, moved to field p (an and,
+a shift, or both: constant shifts and masks). On registers it would cost more than the packing
+(the loop version that does not stage it, the cold one, packs B^T).
 
-Where the workgroup stages the spread in SLM (``decode_slm.py``) -- and for 8-bit B always -- lane
-l reads row k + l (no permutation) and the spread's register l is element l of the 8 rows of K:
-element e = field e % v of word e // v of A's row, moved to field p (an and, or a shift, or
-both: constant shifts and masks).
-
-The loop carries the accumulators of a pair of 8-column blocks (2c, 2c+1) as the parity halves
-E_p (element j = column 16c + 2j + p); they are permuted on the way in and out of the loop. The
-lowering takes the IR's pair of DPAS (same A slice, B blocks 2c and 2c + 1 of one load) at the
-second of them; the DPAS run in K-block order (``slm_op_order``) so the pair is adjacent.
+The loop carries the accumulators of a group of v 8-column blocks (vc .. vc + v - 1) as the
+parity parts E_p (element j = column 8 v c + v j + p); they are permuted on the way in and out
+of the loop. The lowering takes the IR's group of v DPAS (same A slice, B blocks vc ..
+vc + v - 1 of one load) at the last of them; the DPAS run in K-block order (``slm_op_order``)
+so the group is adjacent.
 
 :class:`ParityDpas` is a mixin of ``lower_xegpu.XeGPULowering`` (with ``TransposedDpas``).
 """
 from __future__ import annotations
-
-from typing import Optional
 
 from llvmlite import ir
 
@@ -41,8 +36,8 @@ from .transposed_dpas import TSlice
 
 I32, I64 = bi.I32, bi.I64
 
-#: 8-column blocks of a B load below which the packed B^T stays (with 2 the spread of A^T costs
-#: what the packing saves, and the DPAS are twice as many)
+#: 8-column blocks of a B load below which B^T stays packed (fewer leave too few column blocks
+#: to share the A^T spread's loads; 8-bit B: one group of 4)
 MIN_BLOCKS = 4
 
 
@@ -51,7 +46,7 @@ def ways(bits: int) -> int:
     return 32 // bits
 
 
-def parity_mode(a_rows: int, b_blocks: int, bits: int, integer: bool, staged: bool) -> Optional[str]:
+def parity_mode(a_rows: int, b_blocks: int, bits: int, integer: bool, staged: bool) -> str | None:
     """How a transposed k-loop takes row-major B (``bits``-bit elements, ``integer``: an integer
     type) loaded as ``b_blocks`` 8-column blocks for ``a_rows`` rows of A: ``"staged"`` -- unpacked,
     its DPAS split by column parity, the A^T spread staged in SLM by the workgroup (``staged``:

@@ -262,7 +262,7 @@ def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
     a = rng.integers(-128, 128, size=(M, K)).astype(np.int8)
     b = rng.integers(-128, 128, size=(K, N)).astype(np.int8)
     c0 = rng.integers(-2**20, 2**20, size=(M, N)).astype(np.int32)
-    kw = dict(BM=8, BN=256, BK=32, num_subgroups=8, num_stages=2)
+    kw = {"BM": 8, "BN": 256, "BK": 32, "num_subgroups": 8, "num_stages": 2}
     ck = _gemm_onto_c.compile(a, b, c0, M, N, K, target="dg2", **kw)
     assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
     use_mode(monkeypatch, "dg2")
@@ -315,7 +315,7 @@ def test_float_row_major_decode_keeps_non_finite_b_in_its_column(monkeypatch, dt
     a[a == 0] = 1            # a zero A element would make numpy's own 0 x Inf
     b[3, 0], b[5, 9], b[20, 130] = np.inf, np.nan, -np.inf
     c = poisoned((M, N), dtype)
-    kw = dict(BM=8, BN=256, BK=16, num_subgroups=8, num_stages=2)
+    kw = {"BM": 8, "BN": 256, "BK": 16, "num_subgroups": 8, "num_stages": 2}
     ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", **kw)
     assert not ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
     use_mode(monkeypatch, "dg2")
