@@ -773,21 +773,24 @@ def test_lnl_and_ptl_picks_reach_the_goals(target, dtype, col_b, M, bm, bn, bk, 
 # packed; by column parity, codegen/parity_dpas.py: 9.25 with 8 DPAS for 4 DPAS of work, 18.5 per
 # DPAS of work), 8x256x32/8sg 736 B spill / 9.88 (the column-major pick: 2.1 KB of spill and 256 B
 # of private memory until its cold version stopped gathering B's lane rows into a buffer; row-major
-# by column parity 0 spill, 8.31 with 16 DPAS for 8 of work, 16.6 per DPAS of work: the row-major
-# pick now), 8x256x32/16sg and
+# by column parity 0 spill, 8.31 with 16 DPAS for 8 of work, 16.6 per DPAS of work: withdrawn),
+# 8x256x32/16sg and
 # 8x128x32/8sg 26.5 / 16.5, 8x256x16/16sg and 8x128x16/8sg 30.0 / 20.5; int8 8x256x32/8sg 66.25 /
 # 11.25 (the pick before and now; colB 11.75 before), 8x256x32/16sg and 8x128x32/8sg 72.0 / 19.0.
 # Column-major B with A staged in SLM by the workgroup (codegen/decode_slm.py; two k-steps an
 # iteration, so the hot loop holds two steps' DPAS): fp16 8x256x32/8sg 9.88 -> 7.94 (the pick),
 # 8x256x16/8sg 9.0, 8x256x32/16sg 9.88, 8x128x32/8sg 10.38, 8x128x16/8sg 14.25, 8x256x16/16sg
 # 17.0; int8 8x256x32/8sg 11.25 -> 9.0 (the pick), 8x128x32/8sg 14.25, 8x256x32/16sg 16.0.
-# Row-major fp16 B by column parity with the A^T spread staged in SLM (decode_slm.py): 8x256x32/8sg
+# Row-major fp16 B by column parity (withdrawn: wrong for an Inf / NaN in B, parity_dpas.parity_mode;
+# the row-major fp16 pick is 8x256x16/8sg with B^T packed again, 24.75, and 8x256x32/8sg packed
+# spills 736 B) with the A^T spread staged in SLM (decode_slm.py): 8x256x32/8sg
 # 8.38 -> 6.12 per DPAS issued (32 DPAS for 16 of work: 12.25 per DPAS of work; the pick),
 # 8x256x16/8sg 9.25 -> 8.06; with each work item making all parities of its words (constant
 # shifts): 5.62 (11.25 per DPAS of work; 180 instructions for two k-steps), 8x256x16/8sg 6.31.
 # Row-major int8 B by byte parity (four DPAS a packed one's work), the spread staged likewise:
 # 8x256x32/8sg 50.25 (B^T packed, 4 DPAS a k-step) -> 6.75 per DPAS issued (216 instructions,
-# 32 DPAS for two k-steps of 4 DPAS of work: 27.0 per DPAS of work; the pick).
+# 32 DPAS for two k-steps of 4 DPAS of work: 27.0 per DPAS of work; the pick), 6.78 (217) since the
+# cold version packs B^T rather than spread A^T on registers.
 # Column-major B, 8x64 subgroup tiles (8x512x32/8sg, a library config for M <= 64) with B's lane
 # rows read at the DPAS before their own (lower_xegpu.py, Deferred.ahead: two k-steps an iteration,
 # 32 fp16 / 16 int8 DPAS): fp16 6.72 -> 6.25 (the pick; 8x256x32/8sg 7.94), int8 288 B of spill ->
