@@ -323,6 +323,7 @@ def test_float_row_major_decode_keeps_non_finite_b_in_its_column(monkeypatch, dt
     ref, got = f64(a) @ f64(b), f64(c)
     bad = ~np.isfinite(ref).all(axis=0)
     assert list(np.flatnonzero(bad)) == [0, 9, 130]
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(ref), "non-finite values outside their columns")
     np.testing.assert_array_equal(np.isnan(got[:, bad]), np.isnan(ref[:, bad]))
     np.testing.assert_array_equal(got[:, bad][np.isinf(ref[:, bad])], ref[:, bad][np.isinf(ref[:, bad])])
     check(got[:, ~bad], ref[:, ~bad], dtype, scale_by_max=True)
