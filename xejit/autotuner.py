@@ -51,9 +51,9 @@ from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.block_read_costs import kstep_costs
 from .codegen.decode_slm import decode_a_staged, decode_spread_staged
-from .codegen.parity_dpas import column_parity, needs_staged_spread
 from .codegen.intel_compiler import find_toolchain
 from .codegen.lower_xegpu import _DEFERRED_LANE_ROW_WORDS, LANE_ROWS_AHEAD
+from .codegen.parity_dpas import parity_mode
 from .codegen.passes import pipelining
 from .codegen.passes.blocking import operand_plan
 from .codegen.passes.layout_propagation import mma_layout
@@ -199,15 +199,26 @@ def _b_staged(t: Any, BK: int, BN: int, nsg: int, sgm: int, acc_bytes: int, b_bi
     return words % lanes == 0 and words // lanes in (1, 2, 4, 8, 16) and BN % (words // lanes) == 0
 
 
-def _a_staged(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_bits: int, b_bits: int, nsg: int,
+def _a_staged(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_bits: int, b_t: Any, nsg: int,
               col_b: bool) -> int | None:
     """dg2 decode's A staged in SLM by the workgroup (``codegen/decode_slm.py``): column-major
-    B's A panel (words a work item), or by column parity the A^T spread (operands a subgroup)."""
+    B's A panel (words a work item), or by column parity the A^T spread (words of A's row a work
+    item)."""
     if col_b:
         return decode_a_staged(BM, sm, BK, a_bits, nsg, t.subgroup_size)
-    if column_parity(sm, sn // t.dpas.n, b_bits):
-        return decode_spread_staged(BM, sm, BK, k, nsg, t.subgroup_size, b_bits)
+    if parity_mode(sm, sn // t.dpas.n, b_t.bitwidth, b_t.is_int, staged=True):
+        return decode_spread_staged(BM, sm, BK, k, nsg, t.subgroup_size, b_t.bitwidth)
     return None
+
+
+def _by_parity(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t: Any, nsg: int,
+               col_b: bool) -> bool:
+    """dg2's row-major B read unpacked by column parity (``codegen/parity_dpas.parity_mode``, the
+    A^T spread staged where ``decode_slm.py`` can)."""
+    if t.block_io is not None or t.dpas is None or not k or col_b:
+        return False
+    staged = _a_staged(t, BM, sm, sn, BK, k, a_t.bitwidth, b_t, nsg, col_b)
+    return parity_mode(sm, sn // t.dpas.n, b_t.bitwidth, b_t.is_int, bool(staged)) is not None
 
 
 #: accumulator registers from which a bf16 C's rounding spills in decode tiles (column-major B, the
@@ -299,9 +310,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             # 128 B, BK=128 (8) and int8 BK=512 (16) build with 0 spill
             kw, kb = min(BK, 512 // a_t.bitwidth), min(BK, 32)
             extra = 2 * _share_words(t, BK, BN, nsg, b_t.bitwidth) * 4 * t.subgroup_size
-        elif t.block_io is None and t.dpas is not None and op_k and not col_b and \
-                column_parity(sm, sn // t.dpas.n, b_t.bitwidth) and (not needs_staged_spread(b_t.bitwidth) or _a_staged(
-                    t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t.bitwidth, nsg, col_b)):
+        elif _by_parity(t, BM, sm, sn, BK, op_k, a_t, b_t, nsg, col_b):
             # row-major B by column parity (codegen/parity_dpas.py): B's rows are read at their
             # DPAS, one K-block's at a time, next to the A^T spread of that K-block (32 registers).
             # acm-g10: 8x32 tiles build with 0 spill at BK=16 and 32 (32 + 16 + 32 + 32 = 112 of
@@ -344,7 +353,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     staged = _b_staged(t, BK, BN, nsg, sgm, sm * sn * acc_t.itemsize, b_t.bitwidth, col_b)
     slm = 2 * BK * BN * b_t.itemsize if staged else 0
     if t.block_io is None and t.dpas is not None and op_k and \
-            _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t.bitwidth, nsg, col_b):
+            _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t, nsg, col_b):
         # decode's A panel (column-major B) or A^T spread (column parity), two buffers (decode_slm.py)
         slm = 2 * BM * BK * a_t.itemsize if col_b else 2 * (32 // b_t.bitwidth) ** 2 * (BK // op_k) * 256
     out["slm_bytes"] = slm
@@ -360,9 +369,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         out.update(registers=regs, register_limit=limit)
         if regs > limit:
             acc_r, a_r, b_r, x_r = (math.ceil(p / rf.bytes_each) for p in parts)
-            spread = t.block_io is None and op_k and not col_b and column_parity(sm, sn // t.dpas.n, b_t.bitwidth) \
-                and (not needs_staged_spread(b_t.bitwidth) or _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth,
-                                                                        b_t.bitwidth, nsg, col_b))
+            spread = _by_parity(t, BM, sm, sn, BK, op_k, a_t, b_t, nsg, col_b)
             what = "column-major B gathered" if col_b else "A^T spread" if spread else "B^T packed"
             more = f", {what}: {x_r}" if x_r else ""
             problems.append(
@@ -426,8 +433,9 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     elif t.dpas is not None and op_k and not problems:
         # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
         words = _share_words(t, BK, BN, nsg, b_t.bitwidth) if staged else None
-        a_staged = _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t.bitwidth, nsg, col_b)
-        out.update(kstep_costs(sm, sn, BK, op_k, b_t.bitwidth, t.dpas.max_m, t.dpas.n, col_b, words, a_staged))
+        a_staged = _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t, nsg, col_b)
+        out.update(kstep_costs(sm, sn, BK, op_k, b_t.bitwidth, t.dpas.max_m, t.dpas.n, col_b, words, a_staged,
+                               integer=b_t.is_int))
     return out
 
 

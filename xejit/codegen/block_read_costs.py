@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .parity_dpas import column_parity, needs_staged_spread, ways
+from .parity_dpas import parity_mode, ways
 from .transposed_dpas import B_ROW_BLOCKS
 
 
@@ -39,15 +39,10 @@ PACK_PER_WORD = {16: 2, 8: 5}
 #: words by ``pack_word``, about 8 a word)
 SHARE_PACK_PER_WORD = {16: 2, 8: 8}
 
-#: A^T spread by column parity on registers (``parity_dpas.py``; 16-bit B only: 8-bit takes
-#: parity with the spread staged, ``needs_staged_spread``): 2 halves of K x 2 parities x 8
-#: registers a K-block, one instruction each (Intel's compiler's ISA, 8x256x16/8sg)
-SPREAD_PER_KBLOCK = 32
-
-#: a word of A's row staged by a work item (``decode_slm.py``) as its elements' v parities: one
-#: instruction a 16-bit element and parity (an and or a shift); 8-bit 20 for 16 (Intel's
-#: compiler's ISA, 8x256x32/8sg: byte moves for some of the 26 ands and shifts)
-STAGED_SPREAD_PER_WORD = {16: 4, 8: 20}
+#: a word of A's row staged by a work item (``decode_slm.py``) as its elements' v parities: 8-bit
+#: B 20 instructions (Intel's compiler's ISA, int8 8x256x32/8sg: byte moves for some of the 26
+#: ands and shifts)
+STAGED_SPREAD_PER_WORD = {8: 20}
 
 #: instructions of a k-step's loop control (the counter, the compare, the branch, a column move)
 LOOP_CONTROL = 4
@@ -56,13 +51,15 @@ BARRIER = 5
 
 
 def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_n: int,
-                col_b: bool, staged_words: Optional[int] = None, a_staged: Optional[int] = None) -> dict[str, int]:
+                col_b: bool, staged_words: Optional[int] = None, a_staged: Optional[int] = None,
+                *, integer: bool) -> dict[str, int]:
     """Per k-step of a subgroup's ``sm x sn`` tile: ``dpas_per_kstep`` (the tile's work in
     DPAS), ``loads_per_kstep`` (messages, two instructions each: send and address),
     ``other_per_kstep`` (packing, spread, DPAS beyond the work, barrier, loop control) and
     ``dpas_issued_per_kstep`` (what the k-loop issues: v times the work by column parity). ``staged_words``: B staged in SLM with that many words a work item;
     ``a_staged``: A staged in SLM by the workgroup (``decode_slm.py``): column-major B's A panel,
-    or by column parity the A^T spread, that many words of A's row a work item stages a k-step."""
+    or by column parity the A^T spread, that many words of A's row a work item stages a k-step;
+    ``integer``: B is an integer type (``parity_dpas.parity_mode``)."""
     kb = BK // k                       # DPAS K-blocks a step (32 bytes of K each)
     mblocks, nblocks = -(-sm // dpas_m), sn // dpas_n
     dpas = mblocks * nblocks * kb
@@ -78,20 +75,14 @@ def kstep_costs(sm: int, sn: int, BK: int, k: int, bits: int, dpas_m: int, dpas_
         if staged_words:
             loads += nblocks * kb + v + 1      # B^T from SLM; the panel share's v rows, its store
             other += staged_words * SHARE_PACK_PER_WORD[bits] + BARRIER
-        elif column_parity(sm, nblocks, bits) and a_staged:
-            # ... with the spread staged by the workgroup (decode_slm.py): B's lane-row loads, a
+        elif parity_mode(sm, nblocks, bits, integer, bool(a_staged)):
+            # B unpacked by column parity, the A^T spread staged by the workgroup (parity_dpas.py,
+            # decode_slm.py): B's lane-row loads, a
             # per-lane SLM load a spread operand (v x v a K-block), no A^T load; the work item's
             # words (a row load, their spread, an SLM store a parity) and the barrier
             w = ways(bits)
             loads += nblocks * kb + w * w * kb + 1 + w - mblocks * kb
             other += (w - 1) * dpas + STAGED_SPREAD_PER_WORD[bits] * a_staged + BARRIER
-            issued = w * dpas
-        elif column_parity(sm, nblocks, bits) and not needs_staged_spread(bits):
-            # B unpacked (parity_dpas.py): a lane-row load per 8 v columns and 8 rows of K; v
-            # DPAS for each one's work (the extra ones counted here); the A^T spread on registers
-            w = ways(bits)
-            loads += nblocks * kb
-            other += (w - 1) * dpas + SPREAD_PER_KBLOCK * kb
             issued = w * dpas
         else:
             loads += v * -(-nblocks // B_ROW_BLOCKS) * kb

@@ -56,8 +56,8 @@ def decode_a_staged(BM: int, sm: int, BK: int, a_bits: int, nsg: int, sg: int) -
 
 
 def decode_spread_staged(BM: int, sm: int, BK: int, k: int, nsg: int, sg: int, bits: int) -> Optional[int]:
-    """Words of A's row a work item stages a k-step when a column-parity k-loop (row-major 16-
-    or 8-bit B, ``parity_dpas.py``) stages A^T's spread (:meth:`DecodeSlm._spread_plan`, and the
+    """Words of A's row a work item stages a k-step when a column-parity k-loop (row-major
+    integer B, ``parity_dpas.py``) stages A^T's spread (:meth:`DecodeSlm._spread_plan`, and the
     autotuner's rule): every subgroup takes the workgroup's 8 rows of A (lane m: row m), the
     k-step's 8 words a K-block of a row split evenly between the subgroups or fewer than them,
     each share within one unit of 8 rows of K (8 / v words). None when not."""
@@ -153,7 +153,10 @@ class DecodeSlm:
         if found is None:
             return None
         pos, arg, count = found
-        bits = next(lb.operands[0].type.dtype.bitwidth for lb in self._b_loads(plan, body_args))
+        bs = {lb.operands[0].type.dtype.bitwidth for lb in self._b_loads(plan, body_args)}
+        if len(bs) != 1:
+            return None
+        bits = bs.pop()
         q = decode_spread_staged(self.sg, self.sg, count, 1, self.nsg, self.sg, bits)
         if q is None:
             return None

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -1878,8 +1878,9 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         ok = self.decode_reads_ok(dp, reads, lb, ub, step) if dp is not None else None
         if ok is None:
             dp = None
-        if plan is not None and plan.pairs and dp is None and len(plan.pairs[0]) > 2:
-            plan.pairs = []      # 8-bit B by parity only with the spread staged (needs_staged_spread)
+        if plan is not None and plan.pairs and not self.parity_kept(
+                self._b_loads(plan, op.regions[0].block.args), plan.a_rows, dp is not None and dp.spread):
+            plan.pairs = []      # by column parity only with the A^T spread staged (parity_mode)
         for td, dr, dc in reads.values() if dp is None else ():
             # B staged in SLM: the workgroup's panels, one version for all its subgroups (barriers)
             c = self.panel_reads_ok(td, lb, ub, step, dr, dc) if sp else self.loop_reads_ok(td, lb, ub, step, dr, dc)
@@ -1893,9 +1894,12 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             for ctx, fast in ((then, True), (otherwise, False)):
                 with ctx:
                     counted = Counter(self.instructions)
+                    # column parity only where the A^T spread is staged (the fast version, whose
+                    # dplan it is: parity_mode); the cold one packs B^T
+                    vplan = plan if fast or plan is None or not plan.pairs else replace(plan, pairs=[])
                     # both versions take the DPAS in K-block order when B is staged (the cold
                     # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
-                    self.kb_order = sp is not None or bool(plan and plan.pairs)
+                    self.kb_order = sp is not None or bool(vplan and vplan.pairs)
                     if fast and sp is not None and counted32:
                         self._slm_reads = reads
                         self.slm_begin(sp, reads[sp.b_pos][0])
@@ -1908,7 +1912,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                     # they meet (transposes on the fast version's way out made IGC spill 864 B,
                     # fp16 16x16 tiles)
                     steps = {} if fast and counted32 else None
-                    res = self._lower_for_transposed(op, reads, plan, fast, steps) if plan else \
+                    res = self._lower_for_transposed(op, reads, vplan, fast, steps) if plan else \
                         self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
                     versions.append((res, b.block))
                     self.splan = self.dplan = None
@@ -1943,7 +1947,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             self.tplan = None
             self.env.update(saved)
         if self.parity_pending:
-            raise CompilerError("a column-parity DPAS without its pair")
+            raise CompilerError("a column-parity DPAS without the rest of its group")
         for group in plan.pairs:
             for q, x in zip(group, parity_join(self.b, [results[q] for q in group])):
                 results[q] = x

@@ -1,31 +1,28 @@
-"""Row-major 16- and 8-bit B without packing: decode tiles' DPAS split by column parity (dg2).
+"""Row-major int8 B without packing: decode tiles' DPAS split by byte (column) parity (dg2).
 
 In the transposed product (``transposed_dpas.py``) the DPAS A operand is B^T, whose 32-bit words
-must pair two rows of K (VNNI); row-major B has them a pitch apart, so every B^T register was
-packed on registers (a shift and a bfn a register: 16 instructions a DPAS, per DPAS since decode
-reads each B element once). Here B is read as it lies: lane l loads 8 words of row k + l (16
-columns), which *is* a DPAS A operand -- register j, lane l = columns 2j, 2j+1 of row k + l --
-if the reduction runs over (row, half) pairs. The DPAS B operand then holds A^T spread with zeros:
-register l, lane m = A[m][k + l] in half p, 0 in the other, so the DPAS keeps only the columns of
-parity p: D[j][m] = sum_l B[k + l][2j + p] A[m][k + l]. Two DPAS (p = 0, 1) take the one B load
-and cover 16 columns and 8 rows of K: twice the DPAS of the packed form for the same work, but no
-packing, one load per 16 x 8 block, and the spread (one instruction a register) shared by every
-column block of the subgroup's tile.
+must hold v = 32 / bits rows of K (VNNI); row-major B has them a pitch apart, so B^T is packed on
+registers (int8: 5 instructions a word, 40 a DPAS, per DPAS since decode reads each B element
+once). Here B is read as it lies: lane l loads 8 words of row k + l (32 int8 columns), which *is*
+a DPAS A operand -- register j, lane l = columns 4j .. 4j + 3 of row k + l -- if the reduction
+runs over (row, byte) pairs. The DPAS B operand then holds A^T spread with zeros: register l,
+lane m = A[m][k + l] in byte p, 0 in the others, so the DPAS keeps only the columns of parity p:
+D[j][m] = sum_l B[k + l][4j + p] A[m][k + l]. Four DPAS (p = 0 .. 3) take the one B load and
+cover 32 columns and 8 rows of K -- the work of one packed DPAS -- for one load and no packing.
 
-8-bit B takes the same way with four parities (v = 32 / bits ways in general): lane l's 8 words
-of row k + l hold 32 columns, register j = columns 4j .. 4j + 3; the spread puts A[m][k + l] in
-byte p; four DPAS (p = 0 .. 3) cover 32 columns and 8 rows of K, the work of one packed DPAS, for
-one load and no packing (the packed form cost 5 instructions a word, 40 a DPAS).
+Integer B only (:func:`parity_mode`): the DPAS still multiplies every field of B's word, the
+zeroed ones by zero, which is exact for integers but turns a float B element's Inf or NaN into
+NaN in its partner columns (fp16 / bf16 B are packed). The spread is staged in SLM by the
+workgroup (``decode_slm.py``): lane l reads row k + l and the spread's register l is element l
+of the 8 rows of K: element e = field e % v of word e // v of A's row, moved to field p (an and,
+a shift, or both: constant shifts and masks). On registers it would cost more than the packing
+(the loop version that does not stage it, the cold one, packs B^T).
 
-Where the workgroup stages the spread in SLM (``decode_slm.py``) -- and for 8-bit B always -- lane
-l reads row k + l (no permutation) and the spread's register l is element l of the 8 rows of K:
-element e = field e % v of word e // v of A's row, moved to field p (an and, or a shift, or
-both: constant shifts and masks).
-
-The loop carries the accumulators of a pair of 8-column blocks (2c, 2c+1) as the parity halves
-E_p (element j = column 16c + 2j + p); they are permuted on the way in and out of the loop. The
-lowering takes the IR's pair of DPAS (same A slice, B blocks 2c and 2c + 1 of one load) at the
-second of them; the DPAS run in K-block order (``slm_op_order``) so the pair is adjacent.
+The loop carries the accumulators of a group of v 8-column blocks (vc .. vc + v - 1) as the
+parity parts E_p (element j = column 8 v c + v j + p); they are permuted on the way in and out
+of the loop. The lowering takes the IR's group of v DPAS (same A slice, B blocks vc ..
+vc + v - 1 of one load) at the last of them; the DPAS run in K-block order (``slm_op_order``)
+so the group is adjacent.
 
 :class:`ParityDpas` is a mixin of ``lower_xegpu.XeGPULowering`` (with ``TransposedDpas``).
 """
@@ -34,12 +31,13 @@ from __future__ import annotations
 from llvmlite import ir
 
 from . import builtins as bi
+from .passes.common import CompilerError
 from .transposed_dpas import TSlice
 
 I32, I64 = bi.I32, bi.I64
 
-#: 8-column blocks of a B load below which the packed B^T stays (with 2 the spread of A^T costs
-#: what the packing saves, and the DPAS are twice as many)
+#: 8-column blocks of a B load below which B^T stays packed (fewer leave too few column blocks
+#: to share the A^T spread's loads; 8-bit B: one group of 4)
 MIN_BLOCKS = 4
 
 
@@ -48,20 +46,22 @@ def ways(bits: int) -> int:
     return 32 // bits
 
 
-def column_parity(a_rows: int, b_blocks: int, bits: int) -> bool:
-    """Whether a transposed k-loop takes row-major B unpacked by column parity: 16- or 8-bit B,
-    one 8-row group of A (decode: the spread is shared by the tile's column groups), loads of a
-    multiple of v = :func:`ways` 8-column blocks, at least :data:`MIN_BLOCKS` (also the
-    autotuner's rule: ``block_read_costs.py``)."""
-    return bits in (16, 8) and a_rows == 8 and b_blocks >= MIN_BLOCKS and b_blocks % ways(bits) == 0
+def parity_mode(a_rows: int, b_blocks: int, bits: int, integer: bool, staged: bool) -> str | None:
+    """How a transposed k-loop takes row-major B (``bits``-bit elements, ``integer``: an integer
+    type) loaded as ``b_blocks`` 8-column blocks for ``a_rows`` rows of A: ``"staged"`` -- unpacked,
+    its DPAS split by column parity, the A^T spread staged in SLM by the workgroup (``staged``:
+    ``decode_slm.py`` can) -- or None (B^T packed). The one rule of the lowering, the autotuner
+    and ``block_read_costs.py``.
 
-
-def needs_staged_spread(bits: int) -> bool:
-    """8-bit B takes column parity only with the A^T spread staged in SLM (``decode_slm.py``;
-    else B^T is packed): on registers its spread (about 26 instructions a word of A, 208 a
-    K-block) costs more than the packing it saves (5 a word of B^T, 160 a K-block of 8x32 tiles)
-    (also the autotuner's rule)."""
-    return ways(bits) > 2
+    * Integer B only: a DPAS A operand word holds all v fields of B's word and the spread zeroes
+      only A^T's other fields, so a float B element's Inf or NaN times that zero puts NaN in its
+      partner columns (fp16 8x256x16/8sg, b[3, 0] = inf: column 1 NaN); integer products are exact.
+    * One 8-row group of A (decode: the spread is shared by the tile's column groups), loads of a
+      multiple of v = :func:`ways` 8-column blocks, at least :data:`MIN_BLOCKS`.
+    * The spread staged: on registers 8-bit B's (about 26 instructions a word of A, 208 a K-block)
+      costs more than the packing it saves (5 a word of B^T, 160 a K-block of 8x32 tiles)."""
+    ok = integer and bits in (16, 8) and a_rows == 8 and b_blocks >= MIN_BLOCKS and b_blocks % ways(bits) == 0
+    return "staged" if ok and staged else None
 
 
 def _concat(b: ir.IRBuilder, vs: list) -> ir.Value:
@@ -119,20 +119,6 @@ def as_vector(b: ir.IRBuilder, xs: list) -> ir.Value:
     return out
 
 
-def spread_words(b: ir.IRBuilder, w: ir.Value, shift: ir.Value) -> ir.Value:
-    """``<8 x i32>`` of ``w`` (``<4 x i32>``, 16-bit pairs) spread for parity p (``shift`` = 16 p,
-    i32): word j's half p to register j (low halves for p = 0, high for 1), its other half to
-    register j + 4, each in bits 16 p .. 16 p + 15 and zero elsewhere: one instruction a register
-    when ``shift`` is a constant (and / shr / shl / and)."""
-    v4 = ir.VectorType(I32, 4)
-    s = b.insert_element(ir.Constant(v4, None), shift, I32(0))
-    s = b.shuffle_vector(s, ir.Constant(v4, None), ir.Constant(v4, [0] * 4))
-    mask = b.shl(ir.Constant(v4, [0xFFFF] * 4), s)
-    even = b.and_(b.shl(w, s), mask)
-    odd = b.and_(b.lshr(w, b.sub(ir.Constant(v4, [16] * 4), s)), mask)
-    return b.shuffle_vector(even, odd, ir.Constant(ir.VectorType(I32, 8), list(range(8))))
-
-
 class ParityDpas:
     """The column-parity DPAS groups of the transposed decode loop (module docstring)."""
 
@@ -142,66 +128,52 @@ class ParityDpas:
     @staticmethod
     def parity_pairs(b_loads: dict, block_pos: dict, a_rows: int) -> list:
         """Accumulator positions of B blocks vc .. vc + v - 1 of each B load (v = :func:`ways`)
-        when the loop takes the column-parity DPAS (:func:`column_parity`, each block a chain of
-        its own), else []."""
+        when the loop can take the column-parity DPAS with its spread staged (:func:`parity_mode`;
+        each block a chain of its own), else []; the lowering drops them where the spread is not
+        staged (``parity_kept``)."""
         groups = []
         for lb in b_loads.values():
-            n, bits = len(lb.results), lb.operands[0].type.dtype.bitwidth
-            if not column_parity(a_rows, n, bits):
+            n, dt = len(lb.results), lb.operands[0].type.dtype
+            if parity_mode(a_rows, n, dt.bitwidth, dt.is_int, staged=True) is None:
                 return []
             pos = [block_pos.get((id(lb), a)) for a in range(n)]
             if None in pos:
                 return []
-            v = ways(bits)
+            v = ways(dt.bitwidth)
             groups += [tuple(pos[v * c:v * c + v]) for c in range(n // v)]
         flat = [p for g in groups for p in g]
         return groups if len(set(flat)) == len(flat) else []
 
-    def _spread_staged(self, ld) -> bool:
-        """The k-loop version takes the A^T spread from SLM (decode_slm.py)."""
-        return self.dplan is not None and self.dplan.spread and not ld.checked
+    @staticmethod
+    def parity_kept(b_loads: list, a_rows: int, staged: bool) -> bool:
+        """Whether the k-loop version whose B loads are ``b_loads`` takes its column-parity groups
+        (:func:`parity_mode`, ``staged``: the version stages the A^T spread)."""
+        return all(parity_mode(a_rows, len(lb.results), lb.operands[0].type.dtype.bitwidth,
+                               lb.operands[0].type.dtype.is_int, staged) is not None for lb in b_loads)
 
     def parity_b_rows(self, s: TSlice, chunk: int, unit: int) -> ir.Value:
-        """``<8 x i32>``: lane l's row 8 v g + 8 unit + r(l) of the B load (K-block g), columns
-        8 v chunk .. 8 v chunk + 8 v - 1 of its array blocks: the DPAS A operand as it lies.
-        r(l) = l, except 16-bit B with the spread made on registers: 2 (l % 4) + l // 4."""
+        """``<8 x i32>``: lane l's row 8 v g + 8 unit + l of the B load (K-block g), columns
+        8 v chunk .. 8 v chunk + 8 v - 1 of its array blocks: the DPAS A operand as it lies."""
         ld = s.load
         key = ("prows", s.group, chunk, unit)
         if key not in ld.cache:
             b = self.b
             v = ways(ld.td.type.dtype.bitwidth)
-            lane = b.zext(self.lane_here(), I64)
-            if v == 2 and not self._spread_staged(ld):
-                # lane l reads row 2 (l % 4) + l // 4 of the 8: the spread's registers 0-3 are then
-                # the low halves of A^T's words, 4-7 the high ones (contiguous, no interleave)
-                lane = b.add(b.shl(b.and_(lane, I64(3)), I64(1)), b.lshr(lane, I64(2)))
-            row = b.add(lane, I64(8 * v * s.group + 8 * unit))
+            row = b.add(b.zext(self.lane_here(), I64), I64(8 * v * s.group + 8 * unit))
             ld.cache[key] = self.lane_row_words(ld, row, v * ld.w * chunk, 8)
             self.instructions["per-lane row load (B as the DPAS A operand, column parity)"] += 1
         return ld.cache[key]
 
     def parity_a_spread(self, s: TSlice, unit: int, p: int) -> ir.Value:
-        """``<8 x i32>``: register l, lane m = A[m][8 unit + r(l)] of the K-block in field p,
-        zero elsewhere (the DPAS B operand keeping columns of parity p; r as ``parity_b_rows``)."""
+        """``<8 x i32>``: register l, lane m = A[m][8 unit + l] of the K-block in field p, zero
+        elsewhere (the DPAS B operand keeping columns of parity p), staged in SLM by the
+        workgroup (``decode_slm.py``)."""
         ld = s.load
         key = ("spread", ld.a, s.group, unit, p)
         if key not in ld.cache:
-            b = self.b
-            bits = ld.td.type.dtype.bitwidth
-            if self._spread_staged(ld):
-                # staged in SLM by the workgroup (decode_slm.py)
-                ld.cache[key] = self.decode_spread_operand(ld.a, unit, p)
-                return ld.cache[key]
-            at = self.a_transposed(s)
-            if bits == 16:
-                w = b.shuffle_vector(at, ir.Constant(ir.VectorType(I32, 8), None),
-                                     ir.Constant(ir.VectorType(I32, 4), [4 * unit + i for i in range(4)]))
-                ld.cache[key] = spread_words(b, w, I32(16 * p))
-            else:
-                nw = bits // 4          # A's words of 8 elements
-                words = [b.extract_element(at, I32(nw * unit + i)) for i in range(nw)]
-                ld.cache[key] = as_vector(b, spread_fields(b, words, 0, 8, p, bits))
-            self.instructions["A^T spread by column parity (DPAS B operand)"] += 1
+            if self.dplan is None or not self.dplan.spread:
+                raise CompilerError("a column-parity k-loop version without the staged A^T spread")
+            ld.cache[key] = self.decode_spread_operand(ld.a, unit, p)
         return ld.cache[key]
 
     def parity_dpas(self, op, ta: TSlice, tb: TSlice, f: ir.Function) -> None:
@@ -214,7 +186,8 @@ class ParityDpas:
         chunk, side = divmod(ld.a, v)
         key = (id(ld.cache), tb.group, chunk, id(ta.load.cache), ta.load.a, ta.group)
         waiting = self.parity_pending.setdefault(key, {})
-        assert side not in waiting, "a column-parity DPAS group takes blocks vc .. vc + v - 1"
+        if side in waiting:
+            raise CompilerError("a column-parity DPAS group takes B blocks vc .. vc + v - 1, each once")
         waiting[side] = (op, self.env[id(op.operands[2])])
         if len(waiting) < v:
             return

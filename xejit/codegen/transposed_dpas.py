@@ -61,8 +61,9 @@ class TPlan:
     #: DPAS K-blocks per k-step (A's array blocks), rows of the tallest A load
     k_blocks: int = 1
     a_rows: int = 8
-    #: (even, odd) accumulator positions of B blocks 2c, 2c + 1 of one load: 16-bit row-major B
-    #: read unpacked, its DPAS split by column parity (``parity_dpas.py``); empty: packed B^T
+    #: accumulator positions of B blocks vc .. vc + v - 1 of one load (a group of v = 32 / bits):
+    #: row-major integer B read unpacked, its DPAS split by column parity (``parity_dpas.py``);
+    #: empty: packed B^T
     pairs: list = field(default_factory=list)
 
 

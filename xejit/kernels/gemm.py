@@ -277,12 +277,12 @@ _DG2_CONFIGS = [
     _c(64, 64, 32, 16, 2),
     _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles
     # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS of work a k-step: fp16 BK=16
-    # rowB 6.31 instructions per DPAS issued (8 DPAS by column parity, codegen/parity_dpas.py, the
-    # A^T spread staged in SLM: decode_slm.py), colB 11.5; int8 BK=32 rowB 6.75 (16 DPAS by byte
-    # parity, 27.0 per DPAS of work; B^T packed 50.25), colB 9.0 (A staged in SLM); fp16 BK=32 rowB
-    # 5.62 (16 DPAS, 11.25 per DPAS of work; packed it spilled 736 B), colB 7.94 (A staged in SLM),
-    # then 8x16 tiles (fp16 30.0 / 20.5, BK=32 26.5 / 16.5; int8 55.0 / 19.0: B^T packed, too
-    # narrow for parity). Column-major B takes 8x64 tiles (8x512x32/8sg: fp16 6.25, int8 7.5).
+    # rowB 24.75 instructions per DPAS (B^T packed: column parity is for integer B only,
+    # codegen/parity_dpas.py), colB 9.25 (A staged in SLM: decode_slm.py); int8 BK=32 rowB 6.78
+    # per DPAS issued (16 DPAS by byte parity, the A^T spread staged in SLM; 27.1 per DPAS of work),
+    # colB 9.0; fp16 BK=32 rowB pruned (B^T packed spills 736 B), colB 7.94), then 8x16 tiles
+    # (fp16 30.0 / 15.0-16.75, BK=32 26.5 / 10.0; int8 55.0 / 14.0-15.5: B^T packed, too narrow
+    # for parity). Column-major B takes 8x64 tiles (8x512x32/8sg: fp16 6.25, int8 7.5).
     _c(8, 256, 16, 8, 2),
     _c(8, 256, 32, 8, 2),
     # column-major B only (row-major B spills it: 3.9 KB fp16, 5.6 KB int8; pruned): 8x64 subgroup

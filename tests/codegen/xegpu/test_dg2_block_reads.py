@@ -82,16 +82,15 @@ def _run_library_gemm(monkeypatch, dtype, tile, shape, seed: int, col_b: bool):
     pytest.param("f16", (512, 32, 256), (512, 32, 512), marks=pytest.mark.slow),
     pytest.param("i8", (512, 32, 512), (520, 40, 1536), marks=pytest.mark.slow),
     ("f16", (8, 128, 32), (5, 200, 72)),      # decode, two K-blocks, B^T packed per subgroup
-    # decode 8x32 tiles: B unpacked, DPAS by column parity (parity_dpas.py). BK=32 in bounds over
-    # several k-steps; odd N (B rows not 4-byte aligned: per element in the cold version) with
-    # odd K and an M edge; an N edge splitting a pair of column blocks; bf16
+    # decode 8x32 tiles, B^T packed (fp16 / bf16 take no column parity: parity_dpas.parity_mode).
+    # BK=32 in bounds over several k-steps; odd N (B rows not 4-byte aligned: per element in the
+    # cold version) with odd K and an M edge; an N edge splitting a pair of column blocks; bf16
     ("f16", (8, 256, 32), (8, 512, 128)),
     ("f16", (8, 256, 32), (5, 301, 75)),
     ("f16", (8, 256, 16), (7, 264, 48)),
     pytest.param("bf16", (8, 256, 16), (8, 256, 64), marks=pytest.mark.slow),   # ~11 s: fp16's path
-    # the A^T spread staged in SLM by the workgroup (decode_slm.py): 3 k-steps (the paired loop
-    # leaves between its copies), an N edge with K in bounds (one version a workgroup), 16
-    # subgroups (8x16 tiles: not by parity) and BK=16 (4 spread operands for 8 subgroups: idle ones)
+    # 8 subgroups side by side: 3 k-steps, an N edge with K in bounds (one version a workgroup),
+    # 16 subgroups (8x16 tiles) and BK=16 (int8's staged A^T spread: test_int8_row_major_decode_...)
     ("f16", (8, 256, 32), (8, 256, 96)),
     ("f16", (8, 256, 32), (8, 300, 128)),
     ("f16", (8, 256, 16), (8, 512, 48)),
@@ -252,36 +251,40 @@ def _gemm_onto_c(a, b, c, M, N, K, BM: xl.constexpr, BN: xl.constexpr, BK: xl.co
     xl.store_tile(tc, acc)
 
 
-@pytest.mark.parametrize("shape", [(8, 512, 64), (6, 264, 40)])
+@pytest.mark.parametrize("shape", [(8, 512, 96), (6, 264, 80)])
 def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
-    """Decode 8x32 tiles by column parity (parity_dpas.py) whose accumulators start from a
-    loaded tile: each pair of 8-column blocks is split into parity halves on the way into the
-    k-loop and joined on the way out (in bounds and with M / N edges and a K tail)."""
+    """int8 decode 8x32 tiles by byte parity (parity_dpas.py) whose accumulators start from a
+    loaded tile: each group of four 8-column blocks is split into parity parts on the way into
+    the fast k-loop and joined on the way out (in bounds; with M / N edges and a K tail, where
+    the cold version packs B^T and both versions meet)."""
     M, N, K = shape
     rng = np.random.default_rng(M + N + K)
-    a, b = rand(rng, (M, K), "f16"), rand(rng, (K, N), "f16")
-    c0 = rng.standard_normal((M, N)).astype(np.float32)
-    kw = dict(BM=8, BN=256, BK=16, num_subgroups=8, num_stages=2)
+    a = rng.integers(-128, 128, size=(M, K)).astype(np.int8)
+    b = rng.integers(-128, 128, size=(K, N)).astype(np.int8)
+    c0 = rng.integers(-2**20, 2**20, size=(M, N)).astype(np.int32)
+    kw = {"BM": 8, "BN": 256, "BK": 32, "num_subgroups": 8, "num_stages": 2}
     ck = _gemm_onto_c.compile(a, b, c0, M, N, K, target="dg2", **kw)
     assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
     use_mode(monkeypatch, "dg2")
     c = c0.copy()
     _gemm_onto_c[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, c, M, N, K, **kw)
-    check(c, c0 + f64(a) @ f64(b), "f16", scale_by_max=True)
+    np.testing.assert_array_equal(c, c0 + a.astype(np.int64) @ b.astype(np.int64))
 
 
 @pytest.mark.parametrize("tile,shape", [
     ((8, 256, 32), (8, 512, 128)),       # in bounds: the staged spread, 4 k-steps (two loop pairs)
     # 3 k-steps: the paired loop leaves between its copies (fp16's case above takes that path)
     pytest.param((8, 256, 32), (8, 256, 96), marks=pytest.mark.slow),
-    ((8, 256, 32), (8, 300, 128)),       # an N edge with K in bounds (one version a workgroup)
-    ((8, 256, 32), (6, 270, 100)),       # M / N edges and a K tail: the cold version's spread
+    # an N edge with K in bounds (one version a workgroup; the M / N / K edge case below takes
+    # the cold version too)
+    pytest.param((8, 256, 32), (8, 300, 128), marks=pytest.mark.slow),
+    ((8, 256, 32), (6, 270, 100)),       # M / N edges and a K tail: the cold version packs B^T
     ((8, 512, 32, 16), (8, 512, 64)),    # 16 subgroups, 8 words of A's row a k-step: idle ones
 ])
 def test_int8_row_major_decode_by_column_parity(monkeypatch, tile, shape):
     """int8 decode 8x32 tiles with row-major B: B read unpacked, four DPAS a group by byte
     parity (parity_dpas.py), the A^T spread staged in SLM by the workgroup (decode_slm.py) in
-    the fast version and made on registers in the cold one; int8 values over the whole byte
+    the fast version, B^T packed in the cold one; int8 values over the whole byte
     range (negatives, -128 and 127 included) against exact int64 numpy."""
     M, N, K = shape
     cfg = _config(*tile)
@@ -300,15 +303,45 @@ def test_int8_row_major_decode_by_column_parity(monkeypatch, tile, shape):
     np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
 
 
-@pytest.mark.parametrize("dtype,parity", [("i8", False), ("f16", True)])
-def test_column_parity_unstaged_only_for_16_bit_b(dtype, parity):
-    """A single-subgroup decode tile (nothing to share: the A^T spread is not staged) takes column
-    parity with 16-bit B (its spread on registers) and packs 8-bit B^T (a spread on registers
-    would cost more than the packing: parity_dpas.needs_staged_spread)."""
-    cfg = _config(8, 32, 32, 1)
+@pytest.mark.parametrize("dtype", ["f16", pytest.param("bf16", marks=pytest.mark.slow)])
+def test_float_row_major_decode_keeps_non_finite_b_in_its_column(monkeypatch, dtype):
+    """Decode 8x32 tiles with row-major fp16 / bf16 B holding an Inf, a -Inf and a NaN: each stays
+    in its own column (numpy's Inf / NaN there), every other column matches float64 numpy. By
+    column parity (parity_dpas.py) a DPAS A operand word holds two of B's columns and the A^T
+    spread zeroes only the other half, so 0 x Inf put NaN in the partner column: float B packs."""
+    M, N, K = 8, 512, 64
+    rng = np.random.default_rng(17)
+    a, b = rand(rng, (M, K), dtype), rand(rng, (K, N), dtype)
+    a[a == 0] = 1            # a zero A element would make numpy's own 0 x Inf
+    b[3, 0], b[5, 9], b[20, 130] = np.inf, np.nan, -np.inf
+    c = poisoned((M, N), dtype)
+    kw = {"BM": 8, "BN": 256, "BK": 16, "num_subgroups": 8, "num_stages": 2}
+    ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", **kw)
+    assert not ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
+    use_mode(monkeypatch, "dg2")
+    gemm_kernel[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, a, c, M, N, K, **kw)
+    ref, got = f64(a) @ f64(b), f64(c)
+    bad = ~np.isfinite(ref).all(axis=0)
+    assert list(np.flatnonzero(bad)) == [0, 9, 130]
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(ref), "non-finite values outside their columns")
+    np.testing.assert_array_equal(np.isnan(got[:, bad]), np.isnan(ref[:, bad]))
+    np.testing.assert_array_equal(got[:, bad][np.isinf(ref[:, bad])], ref[:, bad][np.isinf(ref[:, bad])])
+    check(got[:, ~bad], ref[:, ~bad], dtype, scale_by_max=True)
+
+
+@pytest.mark.parametrize("dtype,tile,parity", [
+    ("i8", (8, 256, 32, 8), True), ("i8", (8, 32, 32, 1), False),
+    ("f16", (8, 256, 16, 8), False), ("f16", (8, 32, 32, 1), False),
+])
+def test_column_parity_only_for_integer_b_with_the_spread_staged(dtype, tile, parity):
+    """Decode 8x32 tiles take column parity only for integer B (a float Inf / NaN times the
+    spread's zero would reach the partner column) with the A^T spread staged by the workgroup
+    (one subgroup: nothing to share, and on registers the spread costs more than the packing):
+    parity_dpas.parity_mode."""
+    cfg = _config(*tile)
     et, ct, kw = (np.int8, np.int32, {"ACC": i32}) if dtype == "i8" else (np.float16, np.float16, {})
-    a, b, c = np.empty((8, 256), et), np.empty((256, 256), et), np.empty((8, 256), ct)
-    ck = gemm_kernel.compile(a, b, a, c, 8, 256, 256, target="dg2", **cfg.kwargs, **kw,
+    a, b, c = np.empty((8, 256), et), np.empty((256, 512), et), np.empty((8, 512), ct)
+    ck = gemm_kernel.compile(a, b, a, c, 8, 512, 256, target="dg2", **cfg.kwargs, **kw,
                              num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
     got = bool(ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"))
     assert got == parity, dict(ck.instructions)
