@@ -303,15 +303,20 @@ def launch_overhead(n: int) -> dict:
     y = usm.empty(size, np.float32)
     grid = (size // bn,)
 
-    def timed(fn):
+    def timed(*fns):
+        """Medians (us) of ``n`` calls of each of ``fns``, interleaved call by call, so that the
+        machine's drift over the run (other processes, clock) weighs on each alike: run one after
+        the other, the same two launches differed by 0.3-10 us from run to run."""
         for _ in range(50):
-            fn()
-        ts = []
+            for fn in fns:
+                fn()
+        ts = [[] for _ in fns]
         for _ in range(n):
-            t = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t)
-        return statistics.median(ts) * 1e6
+            for fn, out in zip(fns, ts):
+                t = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - t)
+        return [statistics.median(out) * 1e6 for out in ts]
 
     from xejit import device_launch
     dev = default_device()
@@ -322,9 +327,9 @@ def launch_overhead(n: int) -> dict:
     local = [wg[0]]
     glob = [grid[0] * wg[0]]
     k = rk
-    bare = timed(lambda: q.submit(k.sycl_kernel, raw, glob, local).wait())
     # kernel[grid] returns when the kernel has finished (every xejit launch waits), as submit().wait() does
-    xej = timed(lambda: add1[grid](x, y, BN=bn, num_subgroups=1))
+    bare, xej = timed(lambda: q.submit(k.sycl_kernel, raw, glob, local).wait(),
+                      lambda: add1[grid](x, y, BN=bn, num_subgroups=1))
     out = {"launches": n, "bare_dpctl_us": bare, "xejit_us": xej, "overhead_us": xej - bare}
     out.update(matmul_overhead(timed))
     return out
@@ -345,8 +350,8 @@ def matmul_overhead(timed: Callable) -> dict:
     tuner = gemm_tuner()
     meta = tuner.best_config.all_kwargs()
     grid = (xejit.cdiv(m, meta["BM"]), xejit.cdiv(m, meta["BN"]))
-    direct = timed(lambda: tuner.kernel[grid](a, b, c, c, m, m, m, ACC=xl.float32, HAS_BIAS=False, ACT=None, **meta))
-    mm = timed(lambda: xejit.matmul(a, b))
+    direct, mm = timed(lambda: tuner.kernel[grid](a, b, c, c, m, m, m, ACC=xl.float32, HAS_BIAS=False, ACT=None, **meta),
+                       lambda: xejit.matmul(a, b))
     return {"matmul_64_us": mm, "gemm_kernel_launch_64_us": direct}
 
 
