@@ -116,3 +116,16 @@ def test_concurrent_builds_of_one_module_build_it_once(monkeypatch, tmp_path):
     assert len(got) == 3 and all(p is got[0] for p in got)
     assert program.build_stats.from_spirv - before == 1
     _launch_vadd(got[0])
+
+
+def test_the_cpu_vector_isa_is_part_of_the_key(monkeypatch):
+    """AVX2 and AVX-512 machines report one device name ("AMD EPYC") and the runtime compiles for
+    the host's ISA: a cache shared between them must not hand zmm code to an AVX2 machine."""
+    dev = default_device()
+    if not dev.sycl_device.is_cpu:
+        pytest.skip("the vector ISA is keyed for CPU devices")
+    keys = set()
+    for regs in ((16, 32), (32, 64)):
+        monkeypatch.setattr(program, "cpu_vector_registers", lambda regs=regs: regs)
+        keys.add(program._binary_key("0" * 64, dev, ""))
+    assert len(keys) == 2

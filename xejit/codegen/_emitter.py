@@ -58,29 +58,27 @@ def _optimize(llvm, ir_text: str, pipeline: str):
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
     tm = llvm.Target.from_triple(TRIPLE).create_target_machine(opt=2)
-    if pipeline == "O2":   # O2 without vectorizers or unrolling: the device compiler does those
+    if pipeline in ("O2", "O2-function"):
+        # O2 without vectorizers or unrolling: the device compiler does those
         pto = llvm.create_pipeline_tuning_options(speed_level=2)
         pto.loop_vectorization = False
         pto.slp_vectorization = False
         pto.loop_unrolling = False
         pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
-    elif pipeline == "O2-function":   # O2's function simplification pipeline on each definition
-        pto = llvm.create_pipeline_tuning_options(speed_level=2)
-        pto.loop_vectorization = False
-        pto.slp_vectorization = False
-        pto.loop_unrolling = False
-        pb = llvm.create_pass_builder(tm, pto)
-        fpm = pb.getFunctionPassManager()
-        for f in mod.functions:
-            if not f.is_declaration:
-                fpm.run(f, pb)
+        if pipeline == "O2":
+            pb.getModulePassManager().run(mod, pb)
+        else:   # O2's function simplification pipeline on each definition
+            fpm = pb.getFunctionPassManager()
+            for f in mod.functions:
+                if not f.is_declaration:
+                    fpm.run(f, pb)
     else:
         pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
         mpm = llvm.create_new_module_pass_manager()
         for name in pipeline.split(","):
             getattr(mpm, f"add_{name}_pass")()
         mpm.run(mod, pb)
+    mod.verify()   # the optimised module is emitted from memory: checked as its text used to be
     # LLVM prints declarations without their parameters' names: drop them, so that the module
     # emitted from memory gives the same SPIR-V as its text (no OpName of declared parameters)
     for f in mod.functions:

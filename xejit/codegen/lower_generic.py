@@ -1448,7 +1448,9 @@ class GenericLowering(LoweringBase):
         b = self.b
         saved = self._report_copy()
         runs = b.and_(b.icmp_signed(">", step, I64(0)), b.icmp_signed("<", lb, ub))
-        last = b.add(lb, b.mul(b.sdiv(b.sub(b.sub(ub, lb), I64(1)), step), step))
+        # (a step of 0 runs nothing here, but an sdiv by 0 would be undefined behaviour in LLVM)
+        safe_step = b.select(b.icmp_signed(">", step, I64(0)), step, I64(1))
+        last = b.add(lb, b.mul(b.sdiv(b.sub(b.sub(ub, lb), I64(1)), safe_step), step))
         before = b.sub(last, step)
         conds = []
         try:

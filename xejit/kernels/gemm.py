@@ -103,8 +103,8 @@ def pack_a_kernel(a, ap, Kp, BM: xl.constexpr, BKP: xl.constexpr):
     """Copy a [M, K] (any layout) into the row-major ``ap`` [ceil(M/BM)*BM, Kp]: zero beyond a's
     edges, converted to ap's dtype, so that every microkernel of the GEMM is in bounds. One
     program per BM-row strip, walking it BKP columns at a time: contiguous loads and stores (a
-    strip stored k-major, BM values of one k adjacent, was a per-lane scatter: 17% of a 2048x256x1024
-    call)."""
+    strip stored k-major, BM values of one k adjacent, was a per-lane scatter: 16-19% of a 2048x256x1024
+    call, one runtime thread; 8-9% now: docs/autotune-and-matmul.md)."""
     i = xl.program_id(0)
     for kb in range(0, Kp, BKP):
         t = xl.load_tile(xl.init_tile(a, [i * BM, kb], [BM, BKP]))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from .. import options
 from ..codegen import spirv
+from ..codegen.lower_generic import cpu_vector_registers
 from ..errors import BuildError, LaunchError
 from .cache import default_cache, key_of
 from .device import Device, default_device
@@ -174,8 +175,11 @@ def _binary_key(sha: str, device: Device, options: str) -> str:
     sd = device.sycl_device
     # The CPU runtime reads CL_CONFIG_* variables (vectorizer, target ISA, ...) when it compiles.
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("CL_CONFIG_"))
+    # ... and compiles for the host's vector ISA (AVX2 or AVX-512 code under the same device
+    # name "AMD EPYC"): a cache shared between such machines must not hand zmm code to an AVX2 one
+    isa = cpu_vector_registers() if sd.is_cpu else None
     return key_of("driver-binary/1", sha, options, sd.name, sd.driver_version, sd.backend,
-                  sd.sycl_platform.name, sd.sycl_platform.version, env)
+                  sd.sycl_platform.name, sd.sycl_platform.version, env, isa)
 
 
 def _build_opencl(interop, spv: bytes, sha: str, device: Device, options: str, use_cache: bool):
