@@ -816,11 +816,11 @@ def test_lnl_and_ptl_picks_reach_the_goals(target, dtype, col_b, M, bm, bn, bk, 
 # the block-read lowering's plan (codegen/block_read_costs.py: two instructions a message, B^T's
 # packing, loop control) in place of the tile term's 4 / BK, which made it pick 8x256x32/16sg (8x16
 # subgroup tiles) for fp16. Intel's compiler (acm-g10, IGC 2.40), instructions per DPAS in the hot
-# k-loop, row-major / column-major B: fp16 8x256x16/8sg 24.75 / 11.5 (the row-major pick with B^T
+# k-loop, row-major / column-major B: fp16 8x256x16/8sg 24.75 / 11.5 (B^T
 # packed; by column parity, codegen/parity_dpas.py: 9.25 with 8 DPAS for 4 DPAS of work, 18.5 per
 # DPAS of work), 8x256x32/8sg 736 B spill / 9.88 (the column-major pick: 2.1 KB of spill and 256 B
 # of private memory until its cold version stopped gathering B's lane rows into a buffer; row-major
-# by column parity 0 spill, 8.31 with 16 DPAS for 8 of work, 16.6 per DPAS of work: withdrawn),
+# by column parity 0 spill, 8.31 with 16 DPAS for 8 of work, 16.6 per DPAS of work; see below),
 # 8x256x32/16sg and
 # 8x128x32/8sg 26.5 / 16.5, 8x256x16/16sg and 8x128x16/8sg 30.0 / 20.5; int8 8x256x32/8sg 66.25 /
 # 11.25 (the pick before and now; colB 11.75 before), 8x256x32/16sg and 8x128x32/8sg 72.0 / 19.0.
@@ -828,9 +828,10 @@ def test_lnl_and_ptl_picks_reach_the_goals(target, dtype, col_b, M, bm, bn, bk, 
 # iteration, so the hot loop holds two steps' DPAS): fp16 8x256x32/8sg 9.88 -> 7.94 (the pick),
 # 8x256x16/8sg 9.0, 8x256x32/16sg 9.88, 8x128x32/8sg 10.38, 8x128x16/8sg 14.25, 8x256x16/16sg
 # 17.0; int8 8x256x32/8sg 11.25 -> 9.0 (the pick), 8x128x32/8sg 14.25, 8x256x32/16sg 16.0.
-# Row-major fp16 B by column parity (withdrawn: wrong for an Inf / NaN in B, parity_dpas.parity_mode;
-# the row-major fp16 pick is 8x256x16/8sg with B^T packed again, 24.75, and 8x256x32/8sg packed
-# spills 736 B) with the A^T spread staged in SLM (decode_slm.py): 8x256x32/8sg
+# Row-major fp16 B by column parity (withdrawn for a while: wrong for an Inf / NaN in B; back since
+# a subgroup whose accumulators leave the loop with a NaN runs it again packed, parity_mode
+# "staged-checked": 8x256x32/8sg 5.75, fp16 and bf16, the pick; 8x256x16/8sg 7.19; B^T packed
+# 8x256x16/8sg 24.75, 8x256x32/8sg spills 736 B) with the A^T spread staged in SLM (decode_slm.py): 8x256x32/8sg
 # 8.38 -> 6.12 per DPAS issued (32 DPAS for 16 of work: 12.25 per DPAS of work; the pick),
 # 8x256x16/8sg 9.25 -> 8.06; with each work item making all parities of its words (constant
 # shifts): 5.62 (11.25 per DPAS of work; 180 instructions for two k-steps), 8x256x16/8sg 6.31.

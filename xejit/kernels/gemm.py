@@ -276,11 +276,12 @@ _DG2_CONFIGS = [
     _c(128, 64, 32, 32, 2),     # int8: 16x16 subgroup tiles
     _c(64, 64, 32, 16, 2),
     _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles
-    # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS of work a k-step: fp16 BK=16
-    # rowB 24.75 instructions per DPAS (B^T packed: column parity is for integer B only,
-    # codegen/parity_dpas.py), colB 9.25 (A staged in SLM: decode_slm.py); int8 BK=32 rowB 6.78
-    # per DPAS issued (16 DPAS by byte parity, the A^T spread staged in SLM; 27.1 per DPAS of work),
-    # colB 9.0; fp16 BK=32 rowB pruned (B^T packed spills 736 B), colB 7.94), then 8x16 tiles
+    # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS of work a k-step: fp16 /
+    # bf16 BK=16 rowB 7.19 instructions per DPAS issued (8 DPAS by column parity, the A^T spread
+    # staged in SLM, codegen/parity_dpas.py; 24.75 with B^T packed), colB 9.25 (A staged in SLM:
+    # decode_slm.py); int8 BK=32 rowB 6.78 per DPAS issued (16 DPAS by byte parity; 27.1 per DPAS
+    # of work), colB 9.0; fp16 / bf16 BK=32 rowB 5.75 per DPAS issued (11.5 per DPAS of work; B^T
+    # packed spilled 736 B), colB 7.94), then 8x16 tiles
     # (fp16 30.0 / 15.0-16.75, BK=32 26.5 / 10.0; int8 55.0 / 14.0-15.5: B^T packed, too narrow
     # for parity). Column-major B takes 8x64 tiles (8x512x32/8sg: fp16 6.25, int8 7.5).
     _c(8, 256, 16, 8, 2),
