@@ -251,7 +251,8 @@ _XE_CONFIGS = [
 # 256x64x128 4.88, BK=64 6.38
 # (one step an iteration), BK=32 7.25-8.81, BK=16 10.62, 16x8 16.0; int8 512x32x512 4.44 (the pick),
 # 256x64x512 4.95 (16 words a work item, 64 KB of SLM), BK=256 5.36, BK=128 6.19, BK=32-64 8.5-14.25, 16x8 26.5. Not
-# staged: fp16/bf16 32x16 tiles with BK=16 9.25, decode 8x32 tiles 24.75, 8x16 tiles 30.0, BK=32
+# staged: fp16/bf16 32x16 tiles with BK=16 9.25, decode 8x32 tiles 24.75 (B^T packed; by column
+# parity 7.19 per DPAS issued, BK=32 5.75: below), 8x16 tiles 30.0, BK=32
 # 26.5; int8 decode 66.25 (8x32) / 72.0 (configs with BK=16 are pruned for int8: K=32
 # per DPAS). 32x16 tiles with BK=32 spill; fp16 BK=256 (16 words a work item) spills 128 B and
 # is pruned, fp16 BK=512 (32 words: not staged) 33 KB. Column-major B (a Linear layer's [N, K]
