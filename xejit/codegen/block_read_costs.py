@@ -39,10 +39,11 @@ PACK_PER_WORD = {16: 2, 8: 5}
 #: words by ``pack_word``, about 8 a word)
 SHARE_PACK_PER_WORD = {16: 2, 8: 8}
 
-#: a word of A's row staged by a work item (``decode_slm.py``) as its elements' v parities: 8-bit
+#: a word of A's row staged by a work item (``decode_slm.py``) as its elements' v parities: 16-bit
+#: B 4 (an and or a shift an element and parity; float B: ``parity_mode`` "staged-checked"), 8-bit
 #: B 20 instructions (Intel's compiler's ISA, int8 8x256x32/8sg: byte moves for some of the 26
 #: ands and shifts)
-STAGED_SPREAD_PER_WORD = {8: 20}
+STAGED_SPREAD_PER_WORD = {16: 4, 8: 20}
 
 #: instructions of a k-step's loop control (the counter, the compare, the branch, a column move)
 LOOP_CONTROL = 4

@@ -74,7 +74,7 @@ from . import emulation as emu
 from .abi import kernel_abi
 from .block_reads import BlockReads, Words, words_count
 from .decode_slm import DecodeSlm
-from .parity_dpas import ParityDpas, parity_join, parity_split
+from .parity_dpas import ParityDpas, any_nan, parity_join, parity_split
 from .slm_staging import SlmStaging
 from .transposed_dpas import TLoad, TransposedDpas, TSlice
 from .lowering_base import (LoweringBase, array_span, counted_loop, float_to_int, floor_divide, in_span,
@@ -1889,36 +1889,51 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             ok = b.and_(ok, b.icmp_signed("<=", b.sub(ub, lb), I64(2**31 - 2**16)))
             if sp is not None:
                 ok = b.and_(ok, self.slm_span_ok(sp, reads, lb, ub))
+        # float B by column parity: a subgroup whose accumulators left the loop with a NaN runs
+        # it again packed (an Inf / NaN of B reached its partner columns: parity_dpas.any_nan)
+        checked = bool(plan and plan.pairs) and self.parity_checked(
+            self._b_loads(plan, op.regions[0].block.args), plan.a_rows)
+
+        def version(fast: bool) -> list:
+            counted = Counter(self.instructions)
+            # column parity only where the A^T spread is staged (the fast version, whose
+            # dplan it is: parity_mode); the cold one packs B^T
+            vplan = plan if fast or plan is None or not plan.pairs else replace(plan, pairs=[])
+            # both versions take the DPAS in K-block order when B is staged (the cold
+            # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
+            self.kb_order = sp is not None or bool(vplan and vplan.pairs)
+            if fast and sp is not None and counted32:
+                self._slm_reads = reads
+                self.slm_begin(sp, reads[sp.b_pos][0])
+                self.splan = sp
+                self.loop_hook = self.slm_loop_hook(sp, step.constant, op.regions[0].block.args[1 + sp.b_pos])
+            if fast and dp is not None:
+                self.dplan = dp
+                self.loop_hook = self.decode_a_hook(dp, step.constant, self.env[id(op.operands[3 + dp.pos])])
+            # both versions leave the accumulators as C^T, transposed back once after
+            # they meet (transposes on the fast version's way out made IGC spill 864 B,
+            # fp16 16x16 tiles)
+            steps = {} if fast and counted32 else None
+            res = self._lower_for_transposed(op, reads, vplan, fast, steps) if plan else \
+                self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
+            self.splan = self.dplan = None
+            self.kb_order = False
+            if not fast:     # the report counts the block-read version's instructions
+                self.instructions = counted
+            return res
+
         versions = []
         with b.if_else(ok) as (then, otherwise):
             for ctx, fast in ((then, True), (otherwise, False)):
                 with ctx:
-                    counted = Counter(self.instructions)
-                    # column parity only where the A^T spread is staged (the fast version, whose
-                    # dplan it is: parity_mode); the cold one packs B^T
-                    vplan = plan if fast or plan is None or not plan.pairs else replace(plan, pairs=[])
-                    # both versions take the DPAS in K-block order when B is staged (the cold
-                    # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
-                    self.kb_order = sp is not None or bool(vplan and vplan.pairs)
-                    if fast and sp is not None and counted32:
-                        self._slm_reads = reads
-                        self.slm_begin(sp, reads[sp.b_pos][0])
-                        self.splan = sp
-                        self.loop_hook = self.slm_loop_hook(sp, step.constant, op.regions[0].block.args[1 + sp.b_pos])
-                    if fast and dp is not None:
-                        self.dplan = dp
-                        self.loop_hook = self.decode_a_hook(dp, step.constant, self.env[id(op.operands[3 + dp.pos])])
-                    # both versions leave the accumulators as C^T, transposed back once after
-                    # they meet (transposes on the fast version's way out made IGC spill 864 B,
-                    # fp16 16x16 tiles)
-                    steps = {} if fast and counted32 else None
-                    res = self._lower_for_transposed(op, reads, vplan, fast, steps) if plan else \
-                        self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
+                    res = version(fast)
+                    if fast and checked:
+                        bad = any_nan(b, [res[q] for g in plan.pairs for q in g], self.lane_here())
+                        kept = (res, b.block)
+                        with b.if_then(bad):
+                            again = (version(False), b.block)
+                        res = self._join_versions([again, kept])
                     versions.append((res, b.block))
-                    self.splan = self.dplan = None
-                    self.kb_order = False
-                    if not fast:     # the report counts the block-read version's instructions
-                        self.instructions = counted
         self.instructions["k-loop versioned on block reads in bounds"] += 1
         results = self._join_versions(versions)
         for p in plan.acc_positions if plan else ():

@@ -10,9 +10,11 @@ lane m = A[m][k + l] in byte p, 0 in the others, so the DPAS keeps only the colu
 D[j][m] = sum_l B[k + l][4j + p] A[m][k + l]. Four DPAS (p = 0 .. 3) take the one B load and
 cover 32 columns and 8 rows of K -- the work of one packed DPAS -- for one load and no packing.
 
-Integer B only (:func:`parity_mode`): the DPAS still multiplies every field of B's word, the
-zeroed ones by zero, which is exact for integers but turns a float B element's Inf or NaN into
-NaN in its partner columns (fp16 / bf16 B are packed). The spread is staged in SLM by the
+The DPAS still multiplies every field of B's word, the zeroed ones by zero: exact for integers,
+and for float B (:func:`parity_mode` ``"staged-checked"``) exact while B is finite (0 x finite
+adds a zero); a float B element's Inf or NaN turns its partner columns into NaN -- in every row,
+NaN being sticky -- so a subgroup whose accumulators hold a NaN after the loop runs it again by
+the exact packed path (the cold version, :func:`any_nan`). The spread is staged in SLM by the
 workgroup (``decode_slm.py``): lane l reads row k + l and the spread's register l is element l
 of the 8 rows of K: element e = field e % v of word e // v of A's row, moved to field p (an and,
 a shift, or both: constant shifts and masks). On registers it would cost more than the packing
@@ -50,18 +52,40 @@ def parity_mode(a_rows: int, b_blocks: int, bits: int, integer: bool, staged: bo
     """How a transposed k-loop takes row-major B (``bits``-bit elements, ``integer``: an integer
     type) loaded as ``b_blocks`` 8-column blocks for ``a_rows`` rows of A: ``"staged"`` -- unpacked,
     its DPAS split by column parity, the A^T spread staged in SLM by the workgroup (``staged``:
-    ``decode_slm.py`` can) -- or None (B^T packed). The one rule of the lowering, the autotuner
-    and ``block_read_costs.py``.
+    ``decode_slm.py`` can) --, ``"staged-checked"`` (float B) the same with the loop run again
+    packed where it left a NaN (:func:`any_nan`), or None (B^T packed). The one rule of the
+    lowering, the autotuner and ``block_read_costs.py``.
 
-    * Integer B only: a DPAS A operand word holds all v fields of B's word and the spread zeroes
+    * Float B checked: a DPAS A operand word holds all v fields of B's word and the spread zeroes
       only A^T's other fields, so a float B element's Inf or NaN times that zero puts NaN in its
-      partner columns (fp16 8x256x16/8sg, b[3, 0] = inf: column 1 NaN); integer products are exact.
+      partner columns (fp16 8x256x16/8sg, b[3, 0] = inf: column 1 NaN); finite B adds zeros,
+      integer products are exact.
     * One 8-row group of A (decode: the spread is shared by the tile's column groups), loads of a
       multiple of v = :func:`ways` 8-column blocks, at least :data:`MIN_BLOCKS`.
     * The spread staged: on registers 8-bit B's (about 26 instructions a word of A, 208 a K-block)
       costs more than the packing it saves (5 a word of B^T, 160 a K-block of 8x32 tiles)."""
-    ok = integer and bits in (16, 8) and a_rows == 8 and b_blocks >= MIN_BLOCKS and b_blocks % ways(bits) == 0
-    return "staged" if ok and staged else None
+    ok = bits in (16, 8) and a_rows == 8 and b_blocks >= MIN_BLOCKS and b_blocks % ways(bits) == 0
+    if not (ok and staged):
+        return None
+    return "staged" if integer else "staged-checked"
+
+
+def any_nan(b: ir.IRBuilder, accs: list, lane: ir.Value) -> ir.Value:
+    """i1, the same in every lane of the subgroup: some element of the float vectors ``accs``
+    is a NaN in some lane (an or of ``fcmp uno`` and three xor-shuffles; ``lane``: the
+    subgroup-local id)."""
+    bad = None
+    for v in accs:
+        u = b.fcmp_unordered("uno", v, v)
+        bad = u if bad is None else b.or_(bad, u)
+    flag = None
+    for i in range(bad.type.count):
+        x = b.extract_element(bad, I32(i))
+        flag = x if flag is None else b.or_(flag, x)
+    word = b.zext(flag, I32)
+    for d in (1, 2, 4):
+        word = b.or_(word, bi.shuffle(b, word, b.xor(lane, I32(d)), "i32"))
+    return b.icmp_unsigned("!=", word, I32(0))
 
 
 def _concat(b: ir.IRBuilder, vs: list) -> ir.Value:
@@ -150,6 +174,13 @@ class ParityDpas:
         (:func:`parity_mode`, ``staged``: the version stages the A^T spread)."""
         return all(parity_mode(a_rows, len(lb.results), lb.operands[0].type.dtype.bitwidth,
                                lb.operands[0].type.dtype.is_int, staged) is not None for lb in b_loads)
+
+    @staticmethod
+    def parity_checked(b_loads: list, a_rows: int) -> bool:
+        """Whether the column-parity version of the k-loop whose B loads are ``b_loads`` is run
+        again packed where it leaves a NaN (float B: :func:`parity_mode` ``"staged-checked"``)."""
+        return any(parity_mode(a_rows, len(lb.results), lb.operands[0].type.dtype.bitwidth,
+                               lb.operands[0].type.dtype.is_int, True) == "staged-checked" for lb in b_loads)
 
     def parity_b_rows(self, s: TSlice, chunk: int, unit: int) -> ir.Value:
         """``<8 x i32>``: lane l's row 8 v g + 8 unit + l of the B load (K-block g), columns

@@ -251,7 +251,8 @@ _XE_CONFIGS = [
 # 256x64x128 4.88, BK=64 6.38
 # (one step an iteration), BK=32 7.25-8.81, BK=16 10.62, 16x8 16.0; int8 512x32x512 4.44 (the pick),
 # 256x64x512 4.95 (16 words a work item, 64 KB of SLM), BK=256 5.36, BK=128 6.19, BK=32-64 8.5-14.25, 16x8 26.5. Not
-# staged: fp16/bf16 32x16 tiles with BK=16 9.25, decode 8x32 tiles 24.75, 8x16 tiles 30.0, BK=32
+# staged: fp16/bf16 32x16 tiles with BK=16 9.25, decode 8x32 tiles 24.75 (B^T packed; by column
+# parity 7.19 per DPAS issued, BK=32 5.75: below), 8x16 tiles 30.0, BK=32
 # 26.5; int8 decode 66.25 (8x32) / 72.0 (configs with BK=16 are pruned for int8: K=32
 # per DPAS). 32x16 tiles with BK=32 spill; fp16 BK=256 (16 words a work item) spills 128 B and
 # is pruned, fp16 BK=512 (32 words: not staged) 33 KB. Column-major B (a Linear layer's [N, K]
@@ -276,11 +277,12 @@ _DG2_CONFIGS = [
     _c(128, 64, 32, 32, 2),     # int8: 16x16 subgroup tiles
     _c(64, 64, 32, 16, 2),
     _c(32, 64, 32, 16, 2),      # int8: 16x8 subgroup tiles
-    # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS of work a k-step: fp16 BK=16
-    # rowB 24.75 instructions per DPAS (B^T packed: column parity is for integer B only,
-    # codegen/parity_dpas.py), colB 9.25 (A staged in SLM: decode_slm.py); int8 BK=32 rowB 6.78
-    # per DPAS issued (16 DPAS by byte parity, the A^T spread staged in SLM; 27.1 per DPAS of work),
-    # colB 9.0; fp16 BK=32 rowB pruned (B^T packed spills 736 B), colB 7.94), then 8x16 tiles
+    # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS of work a k-step: fp16 /
+    # bf16 BK=16 rowB 7.19 instructions per DPAS issued (8 DPAS by column parity, the A^T spread
+    # staged in SLM, codegen/parity_dpas.py; 24.75 with B^T packed), colB 9.25 (A staged in SLM:
+    # decode_slm.py); int8 BK=32 rowB 6.78 per DPAS issued (16 DPAS by byte parity; 27.1 per DPAS
+    # of work), colB 9.0; fp16 / bf16 BK=32 rowB 5.75 per DPAS issued (11.5 per DPAS of work; B^T
+    # packed spilled 736 B), colB 7.94), then 8x16 tiles
     # (fp16 30.0 / 15.0-16.75, BK=32 26.5 / 10.0; int8 55.0 / 14.0-15.5: B^T packed, too narrow
     # for parity). Column-major B takes 8x64 tiles (8x512x32/8sg: fp16 6.25, int8 7.5).
     _c(8, 256, 16, 8, 2),

@@ -308,7 +308,8 @@ def test_float_row_major_decode_keeps_non_finite_b_in_its_column(monkeypatch, dt
     """Decode 8x32 tiles with row-major fp16 / bf16 B holding an Inf, a -Inf and a NaN: each stays
     in its own column (numpy's Inf / NaN there), every other column matches float64 numpy. By
     column parity (parity_dpas.py) a DPAS A operand word holds two of B's columns and the A^T
-    spread zeroes only the other half, so 0 x Inf put NaN in the partner column: float B packs."""
+    spread zeroes only the other half, so 0 x Inf puts NaN in the partner column: the subgroups
+    that see a NaN run the loop again packed (parity_mode "staged-checked")."""
     M, N, K = 8, 512, 64
     rng = np.random.default_rng(17)
     a, b = rand(rng, (M, K), dtype), rand(rng, (K, N), dtype)
@@ -317,7 +318,7 @@ def test_float_row_major_decode_keeps_non_finite_b_in_its_column(monkeypatch, dt
     c = poisoned((M, N), dtype)
     kw = {"BM": 8, "BN": 256, "BK": 16, "num_subgroups": 8, "num_stages": 2}
     ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", **kw)
-    assert not ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
+    assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
     use_mode(monkeypatch, "dg2")
     gemm_kernel[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, a, c, M, N, K, **kw)
     ref, got = f64(a) @ f64(b), f64(c)
@@ -329,15 +330,62 @@ def test_float_row_major_decode_keeps_non_finite_b_in_its_column(monkeypatch, dt
     check(got[:, ~bad], ref[:, ~bad], dtype, scale_by_max=True)
 
 
+@pytest.mark.parametrize("dtype,tile,shape", [
+    ("f16", (8, 256, 32), (8, 512, 128)),     # in bounds: the staged spread, 4 k-steps
+    ("f16", (8, 256, 32), (6, 270, 100)),     # M / N edges and a K tail: the cold version packs
+    pytest.param("bf16", (8, 256, 32), (8, 512, 128), marks=pytest.mark.slow),
+])
+def test_float_row_major_decode_by_column_parity(monkeypatch, dtype, tile, shape):
+    """fp16 / bf16 decode 8x32 tiles with row-major B by column parity (parity_dpas.py, the A^T
+    spread staged by the workgroup), finite B against float64 numpy: the parity loop's result
+    is taken where it holds no NaN."""
+    M, N, K = shape
+    cfg = _config(*tile)
+    rng = np.random.default_rng(M * 5 + N + K)
+    a, b = rand(rng, (M, K), dtype), rand(rng, (K, N), dtype)
+    c = poisoned((M, N), dtype)
+    kw = dict(**cfg.kwargs, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
+    ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", **kw)
+    assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
+    use_mode(monkeypatch, "dg2")
+    gemm_kernel[(xejit.cdiv(M, cfg.kwargs["BM"]), xejit.cdiv(N, cfg.kwargs["BN"]))](a, b, a, c, M, N, K, **kw)
+    check(c, f64(a) @ f64(b), dtype)
+
+
+def test_float_column_parity_runs_again_from_c(monkeypatch):
+    """c += a @ b with fp32 accumulators from c's tile, fp16 row-major B by column parity: a NaN
+    in c (its own element only) and an Inf in B (its own column only) make the subgroups that
+    see them run the loop again packed from c's values, not from the parity loop's (whose
+    accumulators went through the parity split); the other subgroups keep the parity result."""
+    M, N, K = 8, 512, 96
+    rng = np.random.default_rng(29)
+    a, b = rand(rng, (M, K), "f16"), rand(rng, (K, N), "f16")
+    a[a == 0] = 1
+    c0 = rand(rng, (M, N), "f32")
+    c0[2, 40] = np.nan
+    b[7, 301] = np.inf
+    kw = {"BM": 8, "BN": 256, "BK": 32, "num_subgroups": 8, "num_stages": 2}
+    ck = _gemm_onto_c.compile(a, b, c0, M, N, K, target="dg2", **kw)
+    assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
+    use_mode(monkeypatch, "dg2")
+    c = c0.copy()
+    _gemm_onto_c[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, c, M, N, K, **kw)
+    with np.errstate(invalid="ignore"):
+        ref = f64(c0) + f64(a) @ f64(b)
+    np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(c), np.isinf(ref))
+    fin = np.isfinite(ref)
+    check(np.where(fin, c, 0), np.where(fin, ref, 0), "f16", scale_by_max=True)
+
+
 @pytest.mark.parametrize("dtype,tile,parity", [
     ("i8", (8, 256, 32, 8), True), ("i8", (8, 32, 32, 1), False),
-    ("f16", (8, 256, 16, 8), False), ("f16", (8, 32, 32, 1), False),
+    ("f16", (8, 256, 16, 8), True), ("f16", (8, 32, 32, 1), False),
 ])
-def test_column_parity_only_for_integer_b_with_the_spread_staged(dtype, tile, parity):
-    """Decode 8x32 tiles take column parity only for integer B (a float Inf / NaN times the
-    spread's zero would reach the partner column) with the A^T spread staged by the workgroup
-    (one subgroup: nothing to share, and on registers the spread costs more than the packing):
-    parity_dpas.parity_mode."""
+def test_column_parity_only_with_the_spread_staged(dtype, tile, parity):
+    """Decode 8x32 tiles take column parity (integer B, or float B checked for a NaN after the
+    loop) only with the A^T spread staged by the workgroup (one subgroup: nothing to share, and
+    on registers the spread costs more than the packing): parity_dpas.parity_mode."""
     cfg = _config(*tile)
     et, ct, kw = (np.int8, np.int32, {"ACC": i32}) if dtype == "i8" else (np.float16, np.float16, {})
     a, b, c = np.empty((8, 256), et), np.empty((256, 512), et), np.empty((8, 512), ct)
