@@ -1032,11 +1032,13 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 else:
                     self.gather_block(td, rt, td.row, b.add(td.col, I64(a * w)), mode, pad, buf, a * per)
 
-        if self.target.block_io is not None and pad_v == 0 and td.surf is not None and \
-                self.versioned.get(id(td.surf[5])) is False and self.only_dpas_uses(op):
-            # the per-lane version of a k-loop: each result gathered at its DPAS, so a k-step's
-            # A and B are not all live at once beside the accumulator (int8 256x256x64/32sg,
-            # 64x32 tiles: gathered at the load, that version spilled 192 B on pvc)
+        if self.target.block_io is not None and pad_v == 0 and td.surf is not None and t.dtype.bitwidth == 8 \
+                and self.versioned.get(id(td.surf[5])) is False and self.only_dpas_uses(op):
+            # the per-lane version of a k-loop: each 8-bit result gathered at its DPAS, so a
+            # k-step's A and B are not all live at once beside the accumulator (int8
+            # 256x256x64/32sg, 64x32 tiles: gathered at the load, that version spilled 192 B on
+            # pvc, 0 at the DPAS). Not 16-bit: fp16 column-major 256x256x64/32sg spilled 19.7 KB
+            # gathered at the DPAS, 1.3 KB at the load (both pruned by the resource model)
             for a, (r, rt) in enumerate(zip(op.results, rtypes)):
                 self.env[id(r)] = Deferred(lambda a=a, rt=rt: self.gathered_result(td, rt, h, w, nb, a, mode, pad))
             self.instructions["per-lane gather at its DPAS (per-lane k-loop version)"] += 1
