@@ -26,8 +26,9 @@ Instructions come from ``emulation.declare_*`` (real builtins, or their emulatio
   width (a multiple of 16 is checked at compile time through the array's 16-byte alignment): the
   check is computed where a descriptor is created and each k-loop is *versioned* on it -- one
   version with only 2D block instructions and DPAS, one with the same accesses done per lane in
-  code (an 8-bit DPAS operand block gathered at its DPAS: :class:`Deferred`). Outside loops each 2D op is guarded. The base address is aligned down to 64 bytes and the
-  x coordinate / width moved by the same amount (as Triton does).
+  code (an 8-bit DPAS operand block gathered at its DPAS: :class:`Deferred`). Outside loops
+  each 2D op is guarded. The base address is aligned down to 64 bytes and the x coordinate /
+  width moved by the same amount (as Triton does).
 * Under emulation (the CPU device) the emulated instructions take any surface: they are called
   unconditionally and loops are not versioned (``ctx["version_loops"]=True`` turns it on); the
   base is aligned down as on the hardware, so misaligned array bases are exercised (tested with
