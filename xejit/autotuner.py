@@ -252,12 +252,12 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     # (int8 32x64 BK=64 spills) and targets without block IO keep the whole k-step, and so does
     # fp32 on FMA (pvc and bmg, BK=64: 32x32 subgroup tiles spill 6-10 KB, 8x32 tiles 2.7 KB; BK=32
     # builds with 0 spill). 8-bit operands with 2D block IO hold one 32-deep slice of A and B more
-    # (calibrated on Intel's compiler, benchmarks/bench_device_code.py: int8 64x32 tiles BK=64, 224
-    # registers by the k-step alone, spill 192 B on pvc, 6.7 KB on bmg; 32x32 BK=128 and 64x32
-    # BK=32 build with 0 spill).
+    # where the target says so (``BlockIOLimits.int8_slice_ahead``; calibrated on Intel's compiler,
+    # benchmarks/bench_device_code.py: int8 64x32 tiles BK=64, 224 registers by the k-step alone,
+    # spill 4.0-4.4 KB on bmg and lnl, 0 on pvc; 32x32 BK=128 and 64x32 BK=32 build with 0 spill).
     fma = a_t.name == "f32" and precision != "tf32"
     kl = min(BK, 32) if t.block_io is not None and a_t.bitwidth in (16, 32) and not fma else BK
-    ahead = min(BK, 32) if t.block_io is not None and a_t.bitwidth == 8 else 0
+    ahead = min(BK, 32) if t.block_io is not None and a_t.bitwidth == 8 and t.block_io.int8_slice_ahead else 0
     b_order = _array_order(b_type)
     col_b = b_order == (0, 1)   # B of a @ w.T, w stored [N, K]
     # Column-major B through transposed 2D block loads (one DPAS B block each): Intel's compiler

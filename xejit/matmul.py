@@ -290,8 +290,8 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
         # 2D block IO: the k-step's loop control as 4 (no 4 / BK guess), and its prefetch
         # messages as 2 each (send, coordinate) plus IGC's no-op payload reads on pvc: tf32
         # column-major B 256x256x16/32sg (one split prefetch, 1.84) over 256x128x64/32sg (two, 2.17),
-        # which the 4 / BK term ranked first; int8 column-major B keeps 256x128x128/32sg (2.28)
-        # over 256x256x32/32sg (2.69: two prefetches for 16 DPAS). Decode tiles whose k-step of B
+        # which the 4 / BK term ranked first; pvc's int8 takes 256x256x64/32sg (one split prefetch
+        # for 32 DPAS: row-major 1.69, column-major 1.81) over 128x128x128/16sg (1.84 / 2.22). Decode tiles whose k-step of B
         # fills the register file wait once per load (a sync per load).
         pf = est.get("prefetches_per_kstep") or 0
         pf_cost = 2 + (PREFETCH_WAR_READS if t.block_io.payload_war_workaround else 0)

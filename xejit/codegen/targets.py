@@ -121,6 +121,12 @@ class BlockIOLimits:
     #: payloads, rewritten every k-step. The pipelining pass then prefetches a k-step's tiles
     #: with one message per subgroup (``passes.pipelining.split_prefetch``).
     payload_war_workaround: bool = False
+    #: Intel's compiler needs one 32-deep K-slice of 8-bit A and B beyond a k-step's operands
+    #: (the resource model's calibration, ``autotuner.estimate_gemm``): int8 64x32 tiles at BK=64
+    #: (256x256x64/32sg) spill 4.0-4.4 KB on bmg and lnl, in the per-lane version of the k-loop.
+    #: pvc builds them with 0 spill since that version gathers each operand block at its DPAS
+    #: (192 B when it gathered the k-step at its loads).
+    int8_slice_ahead: bool = True
 
     def x_align(self, elem_bits: int) -> int:
         return dict(self.x_alignment).get(elem_bits, 1)
@@ -204,7 +210,8 @@ _EXT_CACHE = "SPV_INTEL_cache_controls"
 
 # IGC is the compiler of every target with 2D block IO: its address-payload builtins apply.
 _XE_BLOCK_IO = BlockIOLimits(address_payload=True)
-_XE_HPC_BLOCK_IO = BlockIOLimits(address_payload=True, immediate_offsets=False, payload_war_workaround=True)
+_XE_HPC_BLOCK_IO = BlockIOLimits(address_payload=True, immediate_offsets=False, payload_war_workaround=True,
+                                 int8_slice_ahead=False)
 
 _LARGE_GRF_OPTIONS = (("level_zero", "-ze-opt-large-register-file"), ("opencl", "-cl-intel-256-GRF-per-thread"))
 # 128 x 64-byte registers per thread, 256 in large-GRF mode (HARDWARE.md; for Xe2/Xe3 assumed equal

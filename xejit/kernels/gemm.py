@@ -191,7 +191,7 @@ def _c(bm: int, bn: int, bk: int, sg: int, stages: int = 3, grf: str = "default"
 _XE_CONFIGS = [
     # 64x32 subgroup tiles with a 64-deep k-step: 64 DPAS per step, 0 spill, 1.39 instructions per
     # DPAS on bmg, 1.48 on pvc (fp16/bf16; 1.64 before pvc's own surfaces and split prefetch,
-    # docs/compiler.md "XeGPU lowering notes")
+    # docs/compiler.md "XeGPU lowering notes"); pvc's int8 pick (32 DPAS: 1.69, column-major B 1.81)
     _c(256, 256, 64, 32, 3, "256"),
     _c(256, 256, 32, 32, 3, "256"),
     _c(256, 128, 32, 32, 3, "256"),
@@ -214,13 +214,12 @@ _XE_CONFIGS = [
     # instructions per DPAS, bmg 1.66, 0 spill (256x128x64/32sg: 20 loads and two prefetches for 64,
     # pvc 2.17, bmg 1.72; 256x256x32 spills 14 KB)
     _c(256, 256, 16, 32, 3, "256"),
-    # 8-bit operands: a 128-deep k-step (32 DPAS per step for a 32x32 subgroup tile, 1.72-1.97
-    # instructions per DPAS, no spill; BK=64 with 64x32 subgroup tiles spilled 192 B). 16-bit
-    # operands: 64 DPAS per step, 0 spill, bmg 1.39 instructions per DPAS, pvc 1.88. pvc picks
-    # 128x128x128/16sg for int8 (A's and B's 32-row blocks split over the 16 subgroups: one
-    # prefetch a k-step): row-major B 1.84, column-major 2.09 -- 10 loads, a coordinate each, IGC's
-    # syncs and prefetch reads; 256x128x128/32sg (24 blocks for 32 subgroups: two prefetches)
-    # 1.91 / 2.28; bmg keeps 256x128x128/32sg (1.62 / 1.78).
+    # 8-bit operands: a 128-deep k-step (32 DPAS per step for a 32x32 subgroup tile, 1.62-2.22
+    # instructions per DPAS, no spill). 16-bit operands: 64 DPAS per step, 0 spill, bmg 1.39
+    # instructions per DPAS, pvc 1.88. pvc's int8 pick is 256x256x64/32sg (first above: row-major
+    # B 1.69, column-major 1.81, 0 spill since the per-lane k-loop version gathers at the DPAS);
+    # here 128x128x128/16sg 1.84 / 2.22, 256x128x128/32sg (two prefetches) 1.91 / 2.19; bmg keeps
+    # 256x128x128/32sg (1.62 / 1.78; its 256x256x64/32sg spills 4.0-4.4 KB).
     _c(128, 128, 128, 16, 3, "256"),
     _c(256, 128, 128, 32, 3, "256"),
     # small M (decode-like shapes): a thin tile with a long k-step, 8x32 subgroup tiles (8 DPAS

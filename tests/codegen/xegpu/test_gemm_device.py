@@ -161,6 +161,20 @@ def test_versioned_k_loop_runs_both_versions(shape, tile):
     check_result(case, 1e-2)
 
 
+@pytest.mark.parametrize("shape,tile", [((37, 44, 48), (16, 32, 64)),
+                                        pytest.param((100, 40, 48), (64, 32, 64), marks=pytest.mark.slow)],
+                         ids=["16x32-tile", "64x32-tile-of-256x256x64"])
+def test_per_lane_k_loop_version_gathers_int8_column_major_b_at_its_dpas(shape, tile):
+    """int8 with column-major B in the per-lane version of the k-loop (K = 48: A's and B's rows are
+    narrower than 64 B; a K tail in the k-step, M / N edges), whose operand blocks are gathered
+    at their DPAS (the 64x32 subgroup tile of pvc's int8 pick spilled 192 B gathered at the load)."""
+    case = gemm_case(gemm, "i8", *shape, *tile, b_colmajor=True)
+    res = lower_xegpu.lower(case["fn"], "pvc", {"emulate": True, "version_loops": True})
+    assert res["instructions"]["k-loop versioned on 2D block surface checks (width/pitch >= 64 B)"] == 1
+    run_device(res, case["grid"], case["args"], 16)
+    check_result(case, 0)
+
+
 @pytest.mark.parametrize("target", ["pvc", "dg2"])
 def test_gather_scatter_tiles_embedding_lookup(target):
     """xetile load_gather on a scatter tile (offsets from a column broadcast + arange), masked."""
