@@ -547,11 +547,42 @@ _GEMV_P_PAD = 16
 _GEMV_P_GAP = 2048
 
 
+#: gemv_kernel reads a numpy ``a`` of at most this many bytes (8 rows of K = 8192 fp32) from a copy
+#: in a per-thread buffer made once per dtype and shape (:func:`_staged`), not from the caller's
+#: array. A decode step's activations are a new array every call; a launch finds its prepared plan
+#: by its arrays' identity (launch_plan), so a new array took the first-sight path and registered a
+#: zero-copy entry (+118 us a call at 1x2048x2048 fp32, loaded VM; the copy of 8 KB ~1 us).
+_GEMV_STAGE_MAX_BYTES = 1 << 18
+#: the most staging buffers one thread keeps (one per (dtype, shape) of a)
+_GEMV_STAGE_MAX_BUFFERS = 8
+
+
+def _staged(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` in this thread's staging buffer for its dtype and shape (always the same
+    array object, so launches find their plan by identity). Copied on every call, so a caller's
+    array changed in place or a new one is never read stale; per thread, and launches are
+    synchronous, so no other call uses the buffer until this one returns."""
+    bufs = getattr(_SCRATCH, "gemv_a", None)
+    if bufs is None:
+        bufs = _SCRATCH.gemv_a = {}
+    key = (a.dtype, a.shape)
+    buf = bufs.get(key)
+    if buf is None:
+        if len(bufs) >= _GEMV_STAGE_MAX_BUFFERS:
+            bufs.clear()
+        buf = bufs[key] = usm.empty(a.shape, a.dtype)
+    np.copyto(buf, a)
+    return buf
+
+
 def _gemv_partials(a: Any, b: Any, acc: Any) -> np.ndarray:
     """Launch :func:`~xejit.kernels.gemm.gemv_kernel` (the part of :func:`_gemv` on the device):
-    the K slices' partial sums, [slices * M, N] in this thread's scratch buffer."""
+    the K slices' partial sums, [slices * M, N] in this thread's scratch buffer. A small numpy
+    ``a`` is read from a copy (:func:`_staged`)."""
     M, K = a.shape
     N = b.shape[1]
+    if type(a) is np.ndarray and a.nbytes <= _GEMV_STAGE_MAX_BYTES:
+        a = _staged(a)
     addr = _address(b)
     # the geometry and the scratch view of an earlier call with the same shapes and b's offset
     # in its page (they depend on nothing else): ~8 us of Python a call otherwise
