@@ -164,6 +164,43 @@ def test_activation_changed_in_place_between_calls(m, gemv_calls):
 
 
 @requires_device
+def test_decode_replays_its_launch_plan_safely(monkeypatch):
+    """After a call has found the skinny kernel's launch plan, a call with the same staged ``a``,
+    scratch view and b layout launches it directly (no ``_launch_gemv``): with a new ``a``
+    each call, alternating between two b's at the same page offset (b's own zero-copy entry
+    each call), after the plans are dropped (``clear_memory_caches``: found again), and not
+    while XEJIT_HOST_ARRAYS=copy stages b; every result against float64."""
+    from xejit.device_launch import clear_memory_caches
+    rng = np.random.default_rng(50)
+    step = -(-K * N // 1024) * 1024           # whole 4 KB pages apart: the same page offset
+    raw = np.empty(2 * step, np.float32)
+    bs = [raw[s:s + K * N].reshape(K, N) for s in (0, step)]
+    for b in bs:
+        b[...] = rand(rng, (K, N), "float32")
+    launches = []
+    orig = xm._launch_gemv
+    monkeypatch.setattr(xm, "_launch_gemv", lambda *args: launches.append(1) or orig(*args))
+
+    def step_all(n_calls, b_list):
+        for i in range(n_calls):
+            a, b = rand(rng, (1, K), "float32"), b_list[i % len(b_list)]
+            check(xejit.matmul(a, b), reference(a, b), "float32")
+
+    step_all(3, bs)                           # (each b's first call meets it: a launch)
+    launches.clear()
+    step_all(4, bs)
+    assert launches == []
+    clear_memory_caches()
+    step_all(1, bs)
+    assert len(launches) == 1
+    step_all(3, bs)
+    assert len(launches) == 1
+    monkeypatch.setenv("XEJIT_HOST_ARRAYS", "copy")
+    step_all(2, bs)
+    assert len(launches) == 3
+
+
+@requires_device
 @pytest.mark.parametrize("m,dtype,lib,offset", [(8, "float32", "numpy", 3), (5, "float32", "numpy", 13),
                                                 (8, "int8", "numpy", 7), (6, "bfloat16", "torch", 5)])
 def test_skinny_gemm_on_a_b_off_the_cache_lines(m, dtype, lib, offset, gemv_calls):
