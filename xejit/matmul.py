@@ -552,7 +552,7 @@ _GEMV_P_GAP = 2048
 #: in a per-thread buffer made once per dtype and shape (:func:`_staged`), not from the caller's
 #: array. A decode step's activations are a new array every call; a launch finds its prepared plan
 #: by its arrays' identity (launch_plan), so a new array took the first-sight path and registered a
-#: zero-copy entry (+42-127 us a call at 1x2048x2048 fp32, +11-17 at 1x256x256, loaded VM; docs/
+#: zero-copy entry (+32-127 us a call at 1x2048x2048 fp32, +9-20 at 1x256x256, loaded VM; docs/
 #: autotune-and-matmul.md, "A new activation array every call").
 _GEMV_STAGE_MAX_BYTES = 1 << 18
 #: the most staging buffers one thread keeps (one per (dtype, shape) of a)
