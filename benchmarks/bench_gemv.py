@@ -6,7 +6,8 @@ not start while the last series's runtime threads still spin), float64 error che
 round of wall time per call, CPU milliseconds per call over the whole run (``time.process_time``:
 on a shared machine the figure that survives load better than wall time, but spinning runtime
 threads count in it, numpy's and the OpenCL runtime's alike) and the GB/s of ``b`` at the median.
-Also, interleaved with them: ``kernel``, the skinny kernel's launch alone (``_gemv_partials``:
+Also, interleaved with them: ``xejit_fresh_a``, ``xejit.matmul`` with a new numpy ``a`` every call
+(copies made before the timed calls), as a decode step gets its activations; ``kernel``, the skinny kernel's launch alone (``_gemv_partials``:
 no result array, no host sum of the K slices), so host overhead = xejit - kernel; and per series
 the CPU time of the busiest thread against all the others (``/proc/self/task``, Linux): whether
 the OpenCL runtime's worker thread shares the work with the launching thread, which runs
@@ -52,8 +53,10 @@ def measure(M: int, N: int, K: int, rounds: int, reps: int, settle: float = 0.2)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     got = xejit.matmul(a, b)
     err = float(np.abs(got - ref).max() / np.abs(ref).max())
-    fns = {"xejit": lambda: xejit.matmul(a, b), "kernel": lambda: _gemv_partials(a, b, xl.float32),
-           "numpy": lambda: a @ b}
+    # decode as it runs: a new activation array every call (made before the timed calls)
+    fresh = iter([a.copy() for _ in range(rounds * reps)])
+    fns = {"xejit": lambda: xejit.matmul(a, b), "xejit_fresh_a": lambda: xejit.matmul(next(fresh), b),
+           "kernel": lambda: _gemv_partials(a, b, xl.float32), "numpy": lambda: a @ b}
     wall = {name: [] for name in fns}
     cpu = {name: 0.0 for name in fns}
     ticks = {name: {} for name in fns}
@@ -78,6 +81,7 @@ def measure(M: int, N: int, K: int, rounds: int, reps: int, settle: float = 0.2)
                      "busiest_thread_cpu_ms": per_thread[0] * tick_ms / calls,
                      "other_threads_cpu_ms": sum(per_thread[1:]) * tick_ms / calls}
     row["speed_vs_numpy"] = row["numpy"]["median_ms"] / row["xejit"]["median_ms"]
+    row["fresh_a_speed_vs_numpy"] = row["numpy"]["median_ms"] / row["xejit_fresh_a"]["median_ms"]
     return row
 
 
@@ -101,6 +105,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
               f"{x['b_gb_s']:.0f} GB/s) | kernel alone {k['median_ms']:.3f} (best {k['best_ms']:.3f}) | numpy "
               f"{n['median_ms']:.3f} ms (best {n['best_ms']:.3f}, CPU {n['cpu_ms_per_call']:.3f}) | "
               f"{r['speed_vs_numpy']:.2f}x numpy | rel err {r['rel_err']:.1e}", flush=True)
+        f = r["xejit_fresh_a"]
+        print(f"    a new numpy a each call: xejit {f['median_ms']:.3f} ms (best {f['best_ms']:.3f}, CPU "
+              f"{f['cpu_ms_per_call']:.3f}) | {r['fresh_a_speed_vs_numpy']:.2f}x numpy (numpy on one a)")
         for name in ("xejit", "numpy"):
             print(f"    {name} CPU ms per call: busiest thread {r[name]['busiest_thread_cpu_ms']:.3f}, "
                   f"other threads {r[name]['other_threads_cpu_ms']:.3f}")

@@ -117,6 +117,19 @@ def try_launch(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     return plan is not None and plan.launch(args, mems, grid)
 
 
+def find(kernel: Any, args: tuple, kwargs: dict) -> tuple[LaunchPlan, list] | None:
+    """The plan and the arrays' zero-copy entries :func:`try_launch` would use for this call
+    (all its arrays seen before), else None. A caller that launches the same array objects again
+    may keep both and call :meth:`LaunchPlan.launch` itself (no key built), if it checks what the
+    key would: the launch environment (:func:`launch_env`), and the dtypes, shapes, strides,
+    16-byte alignment and zero-copy entries (the queue) of arrays not its own."""
+    got = plan_key(kernel, args, kwargs)
+    if got is None or got[2]:
+        return None
+    plan = kernel._plans.get(got[0])
+    return None if plan is None else (plan, got[1])
+
+
 def _first_sight(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     """:func:`try_launch` for a call with a numpy array not seen before (e.g. a new result array):
     the plan found by its key, if the array is USM memory of that plan's queue's context."""
@@ -297,4 +310,4 @@ class LaunchPlan:
         return True
 
 
-__all__ = ["MAX_PLANS", "LaunchPlan", "invalidate", "launch_env", "plan_key", "remember", "try_launch"]
+__all__ = ["MAX_PLANS", "LaunchPlan", "find", "invalidate", "launch_env", "plan_key", "remember", "try_launch"]

@@ -49,6 +49,7 @@ from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_T
                            configs_for, convert_kernel, gemm_kernel, gemm_packed_kernel, gemm_strip_kernel,
                            gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
+from .launch_plan import find as find_plan, launch_env
 from .runtime import usm
 from .runtime.launch import _usm_owner, _zero_copy
 from .runtime.usm_array import UsmArray, from_object, is_device_object
@@ -547,24 +548,73 @@ _GEMV_P_PAD = 16
 _GEMV_P_GAP = 2048
 
 
+#: gemv_kernel reads a numpy ``a`` of at most this many bytes (8 rows of K = 8192 fp32) from a copy
+#: in a per-thread buffer made once per dtype and shape (:func:`_staged`), not from the caller's
+#: array. A decode step's activations are a new array every call; a launch finds its prepared plan
+#: by its arrays' identity (launch_plan), so a new array took the first-sight path and registered a
+#: zero-copy entry (+32-127 us a call at 1x2048x2048 fp32, +9-20 at 1x256x256, loaded VM; docs/
+#: autotune-and-matmul.md, "A new activation array every call").
+_GEMV_STAGE_MAX_BYTES = 1 << 18
+#: the most staging buffers one thread keeps (one per (dtype, shape) of a)
+_GEMV_STAGE_MAX_BUFFERS = 8
+
+
+def _staged(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` in this thread's staging buffer for its dtype and shape (always the same
+    array object, so launches find their plan by identity). Copied on every call, so a caller's
+    array changed in place or a new one is never read stale; per thread, and launches are
+    synchronous, so no other call uses the buffer until this one returns."""
+    bufs = getattr(_SCRATCH, "gemv_a", None)
+    if bufs is None:
+        bufs = _SCRATCH.gemv_a = {}
+    key = (a.dtype, a.shape)
+    buf = bufs.get(key)
+    if buf is None:
+        if len(bufs) >= _GEMV_STAGE_MAX_BUFFERS:
+            bufs.clear()
+        buf = bufs[key] = usm.empty(a.shape, a.dtype)
+    np.copyto(buf, a)
+    return buf
+
+
 def _gemv_partials(a: Any, b: Any, acc: Any) -> np.ndarray:
     """Launch :func:`~xejit.kernels.gemm.gemv_kernel` (the part of :func:`_gemv` on the device):
-    the K slices' partial sums, [slices * M, N] in this thread's scratch buffer."""
+    the K slices' partial sums, [slices * M, N] in this thread's scratch buffer. A small numpy
+    ``a`` is read from a copy (:func:`_staged`)."""
     M, K = a.shape
     N = b.shape[1]
+    staged = type(a) is np.ndarray and a.nbytes <= _GEMV_STAGE_MAX_BYTES
+    if staged:
+        a = _staged(a)
     addr = _address(b)
     # the geometry and the scratch view of an earlier call with the same shapes and b's offset
     # in its page (they depend on nothing else): ~8 us of Python a call otherwise
     key = (M, N, K, acc, _strides(b), b.dtype, None if addr is None else addr % 4096)
     hit = getattr(_SCRATCH, "gemv_plan", None)
+    replay = None
     if hit is not None and hit[0] == key and getattr(_SCRATCH, "gemv_view", None) is hit[2]:
-        g, p = hit[1], hit[2]
+        g, p, replay = hit[1], hit[2], hit[3]
+        # the same staged a and scratch view, b of the same layout (the key): their launch plan
+        # directly, once b's zero-copy entry (its queue) and the launch environment are checked
+        # (try_launch builds a key of ~40 items instead: ~5 us a call)
+        if replay is not None and replay[0] is a and replay[1] is not None and replay[4] == launch_env():
+            plan, za, zp = replay[1], replay[2], replay[3]
+            zb = _zero_copy.get(id(b))
+            if zb is not None and zb[0]() is b and zb[1] is plan.queue:
+                if plan.launch((a, b, p, N, K, g.ks, g.width, g.n0), [za, zb, zp], g.grid):
+                    return p
+                replay = None   # a stale plan (cleared caches, a changed global): find the new one
     else:
         g = _gemv_geometry(M, N, K, GEMV_SLICES, GEMV_PANELS, _aligning_shift(b, 1 << max(M - 1, 0).bit_length()))
         p = _scratch("gemv", g.grid[0] * M, N, np.int32 if acc == xl.int32 else np.float32, pitch=N + _GEMV_P_PAD,
                      at=None if addr is None else (addr + _GEMV_P_GAP) % 4096)   # every element written
-        _SCRATCH.gemv_plan = (key, g, p)
     _launch_gemv(a, b, p, acc, g)
+    if staged and type(b) is np.ndarray and (replay is None or replay[0] is not a or replay[4] != launch_env()):
+        # (no plan, e.g. a b staged for a device that does not read host memory: not looked for again)
+        found = find_plan(gemv_kernel, (a, b, p, N, K, g.ks, g.width, g.n0), {"ACC": acc, **g.meta})
+        replay = (a, None, None, None, launch_env()) if found is None else \
+            (a, found[0], found[1][0], found[1][2], launch_env())
+    _SCRATCH.gemv_plan = (key, g, p, replay)
     return p
 
 

@@ -111,6 +111,95 @@ def test_repeated_skinny_calls_without_epilogue(m, dtype, gemv_calls):
     assert gemv_calls == [(m, N, K)] * 3
 
 
+@pytest.fixture
+def first_sights(monkeypatch):
+    """How many launches took the launch plans' first-sight path (a numpy array not seen before)."""
+    from xejit import launch_plan
+    n = [0]
+    orig = launch_plan._first_sight
+
+    def spy(*args):
+        n[0] += 1
+        return orig(*args)
+    monkeypatch.setattr(launch_plan, "_first_sight", spy)
+    return n
+
+
+@requires_device
+@pytest.mark.parametrize("m,dtype", [(1, "float32"), (8, "float32"), (2, "int8")])
+def test_decode_with_a_fresh_activation_each_call(m, dtype, gemv_calls, first_sights):
+    """Decode: a new ``a`` every call (new arrays, a row view of a larger one, a column-major
+    one) with the same ``b``: each result against float64 with a poisoned out= or a fresh result;
+    the kernel reads ``a`` from its staging copy, so no launch after the first meets an array it
+    has not seen (the first-sight path, ~0.1 ms a call)."""
+    rng = np.random.default_rng(m * 11 + len(dtype))
+    b = rand(rng, (K, N), dtype)
+    rdt = _result_dtype(dtype)
+    xejit.matmul(rand(rng, (m, K), dtype), b)
+    first_sights[0] = 0
+    big = rand(rng, (m + 3, K), dtype)
+    for a in [rand(rng, (m, K), dtype) for _ in range(3)] + [big[2:2 + m], np.asfortranarray(rand(rng, (m, K), dtype))]:
+        check(xejit.matmul(a, b), reference(a, b), rdt)
+        out = poisoned((m, N), rdt, "numpy")
+        xejit.matmul(a, b, out=out)
+        check(out, reference(a, b), rdt)
+    assert first_sights[0] == 0
+    assert gemv_calls == [(m, N, K)] * 11
+
+
+@requires_device
+@pytest.mark.parametrize("m", [1, 8])
+def test_activation_changed_in_place_between_calls(m, gemv_calls):
+    """The same ``a`` object, rewritten in place between calls (new values, then one element):
+    the staging copy is made on every call, never kept by the array's identity."""
+    rng = np.random.default_rng(40 + m)
+    a, b = rand(rng, (m, K), "float32"), rand(rng, (K, N), "float32")
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    for _ in range(2):
+        a[...] = rand(rng, (m, K), "float32")
+        check(xejit.matmul(a, b), reference(a, b), "float32")
+    a[m - 1, K // 2] += 100.0
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    assert len(gemv_calls) == 4
+
+
+@requires_device
+def test_decode_replays_its_launch_plan_safely(monkeypatch):
+    """After a call has found the skinny kernel's launch plan, a call with the same staged ``a``,
+    scratch view and b layout launches it directly (no ``_launch_gemv``): with a new ``a``
+    each call, alternating between two b's at the same page offset (b's own zero-copy entry
+    each call), after the plans are dropped (``clear_memory_caches``: found again), and not
+    while XEJIT_HOST_ARRAYS=copy stages b; every result against float64."""
+    from xejit.device_launch import clear_memory_caches
+    rng = np.random.default_rng(50)
+    step = -(-K * N // 1024) * 1024           # whole 4 KB pages apart: the same page offset
+    raw = np.empty(2 * step, np.float32)
+    bs = [raw[s:s + K * N].reshape(K, N) for s in (0, step)]
+    for b in bs:
+        b[...] = rand(rng, (K, N), "float32")
+    launches = []
+    orig = xm._launch_gemv
+    monkeypatch.setattr(xm, "_launch_gemv", lambda *args: launches.append(1) or orig(*args))
+
+    def step_all(n_calls, b_list):
+        for i in range(n_calls):
+            a, b = rand(rng, (1, K), "float32"), b_list[i % len(b_list)]
+            check(xejit.matmul(a, b), reference(a, b), "float32")
+
+    step_all(3, bs)                           # (each b's first call meets it: a launch)
+    launches.clear()
+    step_all(4, bs)
+    assert launches == []
+    clear_memory_caches()
+    step_all(1, bs)
+    assert len(launches) == 1
+    step_all(3, bs)
+    assert len(launches) == 1
+    monkeypatch.setenv("XEJIT_HOST_ARRAYS", "copy")
+    step_all(2, bs)
+    assert len(launches) == 3
+
+
 @requires_device
 @pytest.mark.parametrize("m,dtype,lib,offset", [(8, "float32", "numpy", 3), (5, "float32", "numpy", 13),
                                                 (8, "int8", "numpy", 7), (6, "bfloat16", "torch", 5)])
