@@ -75,10 +75,21 @@ def test_repeated_skinny_calls_stay_correct(gemv_calls):
 
 
 @requires_device
-def test_alternating_skinny_shapes_and_b_offsets(gemv_calls):
+def test_alternating_skinny_shapes_and_b_offsets(gemv_calls, monkeypatch):
     """_gemv_partials keeps the geometry and scratch view of its last call: calls alternating
     between shapes, and between b's at other offsets in their page (the alignment shift and the
-    scratch placement depend on it), each against float64 with a poisoned out=."""
+    scratch placement depend on it), each against float64 with a poisoned out=. A stale shift or
+    placement would still be correct, only slower: so each launch's shift and scratch offset are
+    checked against those b's address asks for."""
+    launched = []
+    real = xm._launch_gemv
+
+    def spy(a, b, p, acc, g):
+        bm = 1 << max(a.shape[0] - 1, 0).bit_length()
+        launched.append((g.n0, xm._aligning_shift(b, bm),
+                         p.ctypes.data % 4096, (xm._address(b) + xm._GEMV_P_GAP) % 4096))
+        return real(a, b, p, acc, g)
+    monkeypatch.setattr(xm, "_launch_gemv", spy)
     rng = np.random.default_rng(31)
     big = rand(rng, (K, N + 64), "float32")
     cases = [(8, big[:, 0:N]), (8, big[:, 3:3 + N]), (1, big[:, 5:5 + N]), (8, big[:, 0:N - 40]),
@@ -90,6 +101,7 @@ def test_alternating_skinny_shapes_and_b_offsets(gemv_calls):
             xejit.matmul(a, b, out=out)
             check(out, reference(a, b), "float32")
     assert len(gemv_calls) == 2 * len(cases)
+    assert launched and all(n0 == want and at == want_at for n0, want, at, want_at in launched), launched
 
 
 @requires_device
