@@ -79,3 +79,38 @@ def test_non_affine_tiles():
     p = np.zeros((1, 70), np.float32)
     _halved_columns[(1,)](a, b, p, 70, 24, BN=32, BK=8)
     check(p, f64(a) @ f64(b), "f32", scale_by_max=True)
+
+
+@xejit.kernel
+def _reversed_columns(a, b, p, N, K, BN: xl.constexpr, BK: xl.constexpr):
+    """p (1 x N, zeroed by the caller) += a @ b walking the column tiles from the right (columns
+    N - BN - n: affine in n with a negative coefficient; the first tiles in bounds, the last one
+    partial at the left edge when BN does not divide N)."""
+    for k in range(0, K, BK):
+        for n in range(0, N, BN):
+            tp = xl.init_tile(p, [0, N - BN - n], [1, BN])
+            acc = xl.tile_mma(xl.load_tile(xl.init_tile(a, [0, k], [1, BK])),
+                              xl.load_tile(xl.init_tile(b, [k, N - BN - n], [BK, BN])), xl.load_tile(tp))
+            xl.store_tile(tp, acc)
+
+
+def test_decreasing_tile_coordinates_are_versioned():
+    a, b, p = np.ones((1, 16), np.float32), np.ones((16, 64), np.float32), np.zeros((1, 64), np.float32)
+    counts = _reversed_columns.compile(a, b, p, 64, 16, BN=32, BK=8, target="generic").instructions
+    assert counts.get(VERSIONED) == 1
+
+
+@requires_device
+@pytest.mark.parametrize("N", [64, 70, 20])
+def test_decreasing_tile_coordinates(N):
+    """Versioned with the column decreasing in the loop variable: aligned, ragged (the last
+    iteration's tile starts left of column 0) and N below one tile."""
+    rng = np.random.default_rng(N)
+    a, b = rand(rng, (1, 24), "f32"), rand(rng, (24, N), "f32")
+    # p inside a guarded row: a tile run without its bounds test left of column 0 writes the guard
+    row = np.full((1, N + 64), 7.0, np.float32)
+    row[:, 32:32 + N] = 0
+    p = row[:, 32:32 + N]
+    _reversed_columns[(1,)](a, b, p, N, 24, BN=32, BK=8)
+    check(p, f64(a) @ f64(b), "f32", scale_by_max=True)
+    assert (row[:, :32] == 7).all() and (row[:, 32 + N:] == 7).all()
