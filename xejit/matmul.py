@@ -51,7 +51,7 @@ from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_T
 from .language import cdiv
 from .launch_plan import find as find_plan, launch_env
 from .runtime import usm
-from .runtime.launch import _usm_owner, _zero_copy
+from .runtime.launch import _usm_owner, known_address, known_zero_copy
 from .runtime.usm_array import UsmArray, from_object, is_device_object
 
 __all__ = ["matmul", "ACTIVATIONS", "gemm_tuner", "MatmulError"]
@@ -513,12 +513,9 @@ _GEMV_ALIGN_MIN_BM = 4
 def _address(x: Any) -> int | None:
     """The address of a host array's first element (numpy, torch CPU), else None."""
     if isinstance(x, np.ndarray):
-        # an array launched before has it in its zero-copy entry (runtime/launch.py), a dict
-        # lookup; ``ctypes.data`` builds an object (2-3 us a call, twice per GEMV call)
-        z = _zero_copy.get(id(x))
-        if z is not None and z[0]() is x:
-            return z[4].value
-        return x.__array_interface__["data"][0]
+        # an array launched before has it in its zero-copy entry (twice per GEMV call)
+        known = known_address(x)
+        return x.__array_interface__["data"][0] if known is None else known
     if _is_torch(x):
         return x.data_ptr()
     return None
@@ -599,8 +596,8 @@ def _gemv_partials(a: Any, b: Any, acc: Any) -> np.ndarray:
         # (try_launch builds a key of ~40 items instead: ~5 us a call)
         if replay is not None and replay[0] is a and replay[1] is not None and replay[4] == launch_env():
             plan, za, zp = replay[1], replay[2], replay[3]
-            zb = _zero_copy.get(id(b))
-            if zb is not None and zb[0]() is b and zb[1] is plan.queue:
+            zb = known_zero_copy(b)
+            if zb is not None and zb[1] is plan.queue:
                 if plan.launch((a, b, p, N, K, g.ks, g.width, g.n0), [za, zb, zp], g.grid):
                     return p
                 replay = None   # a stale plan (cleared caches, a changed global): find the new one
