@@ -251,6 +251,19 @@ def _gemm_onto_c(a, b, c, M, N, K, BM: xl.constexpr, BN: xl.constexpr, BK: xl.co
     xl.store_tile(tc, acc)
 
 
+def _parity_onto_c(monkeypatch, a, b, c0):
+    """c0 + a @ b by ``_gemm_onto_c`` with 8x256x32/8sg decode tiles under dg2 emulation, after
+    checking that the compile takes column parity (c0 is left as it was)."""
+    (M, K), N = a.shape, b.shape[1]
+    kw = {"BM": 8, "BN": 256, "BK": 32, "num_subgroups": 8, "num_stages": 2}
+    ck = _gemm_onto_c.compile(a, b, c0, M, N, K, target="dg2", **kw)
+    assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
+    use_mode(monkeypatch, "dg2")
+    c = c0.copy()
+    _gemm_onto_c[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, c, M, N, K, **kw)
+    return c
+
+
 @pytest.mark.parametrize("shape", [(8, 512, 96), (6, 264, 80)])
 def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
     """int8 decode 8x32 tiles by byte parity (parity_dpas.py) whose accumulators start from a
@@ -262,12 +275,7 @@ def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
     a = rng.integers(-128, 128, size=(M, K)).astype(np.int8)
     b = rng.integers(-128, 128, size=(K, N)).astype(np.int8)
     c0 = rng.integers(-2**20, 2**20, size=(M, N)).astype(np.int32)
-    kw = {"BM": 8, "BN": 256, "BK": 32, "num_subgroups": 8, "num_stages": 2}
-    ck = _gemm_onto_c.compile(a, b, c0, M, N, K, target="dg2", **kw)
-    assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
-    use_mode(monkeypatch, "dg2")
-    c = c0.copy()
-    _gemm_onto_c[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, c, M, N, K, **kw)
+    c = _parity_onto_c(monkeypatch, a, b, c0)
     np.testing.assert_array_equal(c, c0 + a.astype(np.int64) @ b.astype(np.int64))
 
 
@@ -364,12 +372,7 @@ def test_float_column_parity_runs_again_from_c(monkeypatch):
     c0 = rand(rng, (M, N), "f32")
     c0[2, 40] = np.nan
     b[7, 301] = np.inf
-    kw = {"BM": 8, "BN": 256, "BK": 32, "num_subgroups": 8, "num_stages": 2}
-    ck = _gemm_onto_c.compile(a, b, c0, M, N, K, target="dg2", **kw)
-    assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
-    use_mode(monkeypatch, "dg2")
-    c = c0.copy()
-    _gemm_onto_c[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, c, M, N, K, **kw)
+    c = _parity_onto_c(monkeypatch, a, b, c0)
     with np.errstate(invalid="ignore"):
         ref = f64(c0) + f64(a) @ f64(b)
     np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
