@@ -50,7 +50,7 @@ from .errors import XejitError
 from ._version import __version__
 from .arguments import ArraySpec, array_facts, memory_order, specialize_arg
 from .codegen.block_read_costs import kstep_costs
-from .codegen.decode_slm import decode_a_staged, decode_spread_staged
+from .codegen.decode_slm import decode_a_staged, decode_spread_staged, staged_slm_bytes
 from .codegen.intel_compiler import find_toolchain
 from .codegen.lower_xegpu import _DEFERRED_LANE_ROW_WORDS, LANE_ROWS_AHEAD
 from .codegen.parity_dpas import parity_mode
@@ -355,7 +355,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
     if t.block_io is None and t.dpas is not None and op_k and \
             _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t, nsg, col_b):
         # decode's A panel (column-major B) or A^T spread (column parity), two buffers (decode_slm.py)
-        slm = 2 * BM * BK * a_t.itemsize if col_b else 2 * (32 // b_t.bitwidth) ** 2 * (BK // op_k) * 256
+        slm = staged_slm_bytes(BM, BK, op_k, a_t.bitwidth, b_t.bitwidth, col_b)
     out["slm_bytes"] = slm
     if t.slm_bytes is not None and slm > t.slm_bytes:
         problems.append(f"the staged B panel needs {slm} B of shared local memory, {t.name} has {t.slm_bytes}")

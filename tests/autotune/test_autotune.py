@@ -390,3 +390,19 @@ def test_usage_errors():
     x = np.ones(N, np.float32)
     with pytest.raises(xejit.XejitError, match="tuned by @xejit.autotune"):
         tuned[_grid](x, x, N, REPEAT=3)
+
+
+@pytest.mark.parametrize("dtype,col_b", [("fp16", False), ("int8", False), ("fp16", True)])
+def test_dg2_decode_slm_estimate_is_what_the_lowering_allocates(dtype, col_b):
+    """The model's SLM bytes of decode's staged A (panel or A^T spread, decode_slm.staged_slm_bytes)
+    equal what Intel's compiler allocates for the dg2 decode picks (the lowering's SLM arrays)."""
+    el, acc, out = {"fp16": (np.float16, f32, np.float16), "int8": (np.int8, i32, np.int32)}[dtype]
+    M, N, K = 8, 512, 128
+    a, c = np.ones((M, K), el), np.ones((M, N), out)
+    b = np.ones((N, K), el).T if col_b else np.ones((K, N), el)
+    bm, bn, bk, nsg = (8, 512, 32, 8) if col_b else (8, 256, 32, 8)
+    est = estimate_gemm("dg2", bm, bn, bk, nsg, "default", a, b, c, acc)
+    ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", ACC=acc, BM=bm, BN=bn, BK=bk,
+                             num_subgroups=nsg, num_stages=2)
+    measured = ck.device_binary.slm_bytes
+    assert est["slm_bytes"] and est["slm_bytes"] == measured, (est["slm_bytes"], measured)

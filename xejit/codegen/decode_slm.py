@@ -68,6 +68,18 @@ def decode_spread_staged(BM: int, sm: int, BK: int, k: int, nsg: int, sg: int, b
     return q if (8 // ways(bits)) % q == 0 else None
 
 
+#: 32-bit words of one staged A^T spread operand (8 lanes x 8 words)
+SPREAD_OPERAND_WORDS = 64
+
+
+def staged_slm_bytes(BM: int, BK: int, k: int, a_bits: int, b_bits: int, col_b: bool) -> int:
+    """SLM bytes of decode's two staging buffers (``DPlan.words`` each): column-major B's A panel
+    (BM x BK), or by column parity the A^T spread (v x v operands a K-block, v = 32 / b_bits)."""
+    v = 32 // b_bits
+    words = BM * BK * a_bits // 32 if col_b else SPREAD_OPERAND_WORDS * v * v * (BK // k)
+    return 2 * 4 * words
+
+
 @dataclass
 class DPlan:
     """A staged in SLM: the A descriptor's body argument, the panel (8 rows x ``row_words``
@@ -95,7 +107,7 @@ class DPlan:
     @property
     def words(self) -> int:
         """32-bit words of a buffer: the panel, or the spread operands (8 x 8 words each)."""
-        return 64 * self.combos if self.spread else self.rows * self.row_words
+        return SPREAD_OPERAND_WORDS * self.combos if self.spread else self.rows * self.row_words
 
 
 class DecodeSlm:
