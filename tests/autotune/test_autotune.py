@@ -406,3 +406,5 @@ def test_dg2_decode_slm_estimate_is_what_the_lowering_allocates(dtype, col_b):
                              num_subgroups=nsg, num_stages=2)
     measured = ck.device_binary.slm_bytes
     assert est["slm_bytes"] and est["slm_bytes"] == measured, (est["slm_bytes"], measured)
+    # and the compile report's figure is the lowering's arrays too, not only the IR's buffers
+    assert ck.slm_bytes == measured and f"SLM: {measured} B" in ck.report(), (ck.slm_bytes, measured)

@@ -23,11 +23,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .. import options
+from llvmlite import ir
 
+from .. import options
 from ..ir.core import Function, Module, VectorType
 from ..ir.printer import print_function
 from ..ir.verifier import verify_function
+from . import builtins as bi
 from . import emulation, intel_compiler, lower_xegpu, spirv
 from .lower_generic import lower as lower_generic
 from .abi import kernel_abi
@@ -340,6 +342,20 @@ def _check_slm(sg: Function, tgt: Target) -> int:
     return total
 
 
+def _workgroup_bytes(module) -> int:
+    """Bytes of the workgroup (SLM) arrays in a lowered LLVM module: the IR's ``gpu.slm_alloc``
+    buffers and the ones a lowering adds for itself (dg2's staged B panels and decode's staged A,
+    ``builtins.slm_array``), which the IR does not show."""
+    def size(t) -> int:
+        if isinstance(t, (ir.ArrayType, ir.VectorType)):
+            return t.count * size(t.element)
+        if isinstance(t, ir.IntType):
+            return (t.width + 7) // 8
+        return {ir.HalfType: 2, ir.FloatType: 4, ir.DoubleType: 8}[type(t)]
+    return sum(size(g.value_type) for g in module.global_values
+               if isinstance(g, ir.GlobalVariable) and g.addrspace == bi.LOCAL_AS)
+
+
 def _estimated_grf_mode(tgt: Target, regs_bytes_per_lane: int) -> tuple[str, str]:
     """``grf_mode="auto"`` without Intel's compiler: the large register file when the tile data
     alone would not fit the default one."""
@@ -402,7 +418,7 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
     st.write("xetile-sg", asm["xetile-sg"])
 
     _check_sizes(sg, tgt)
-    slm = _check_slm(sg, tgt)
+    _check_slm(sg, tgt)   # the IR's buffers against the target, before lowering
     lanes = tgt.subgroup_size
     options = {"num_stages": num_stages, "grf_mode": grf_mode, "emulate": emulate, "debug": debug}
     debug_sites = None
@@ -458,7 +474,7 @@ def compile_kernel(fn: Function | Module, target: str | Target, *, num_subgroups
         name=fn.name, target=tgt, asm=asm, signature=tuple(kinds), arg_plan=list(plan),
         workgroup_size=(nsg * lanes, 1, 1), num_subgroups=nsg, timings=st.timings, path=path,
         instructions=instructions, fallbacks=fallbacks, regs_bytes_per_lane=_live_tile_bytes(sg, lanes, packed=tgt.dpas is not None),
-        slm_bytes=slm, options=options, binary_cache=binary_cache, debug_sites=debug_sites)
+        slm_bytes=_workgroup_bytes(llmod), options=options, binary_cache=binary_cache, debug_sites=debug_sites)
     if not ck.has_device_binary:
         ck.grf_mode = "default" if grf_mode == "auto" else grf_mode
         return ck
