@@ -226,6 +226,19 @@ def _by_parity(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t
 BF16_ROUNDING_ACC_REGISTERS = 64
 
 
+#: bytes of K a k-step of a decode tile (one DPAS row block, ``sm <= max_m``) takes at most on
+#: targets with 2D block IO: a calibration on Intel's compiler, not a resource limit. There B
+#: feeds one DPAS a block, and at 128 bytes (fp16 BK=64, int8 128, tf32 32: 16 B loads, 128
+#: registers for 8x64 tiles) the k-loop's fixed cost is spread widest while its B loads are all
+#: issued ahead of the DPAS; at 256 they outgrow the register file (benchmarks/bench_device_code.py,
+#: hot-loop instructions per DPAS, 8x64 tiles, pvc / bmg: fp16 row-major 2.88 / 2.56 at BK=64,
+#: 3.72 / 2.66 at 128; column-major 4.56 / 3.44, 6.16 (64 B spill) / 4.09; tf32 row-major BK=64
+#: 3.75 / 2.69, BK=128 spills 26.9 / 25.3 KB). Below 128 the fixed cost weighs on fewer DPAS:
+#: int8 BK=64 3.5 / 2.88 row-major, 5.12 / 3.88 column-major against BK=128's 2.88 / 2.5 and
+#: 4.56 / 3.44.
+DECODE_KSTEP_BYTES = 128
+
+
 def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
                   a_type: Any, b_type: Any, c_type: Any, acc_type: Any,
                   precision: str | None = None) -> dict[str, Any]:
@@ -403,6 +416,9 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             whole = sm % t.dpas.max_m == 0 if sm >= t.dpas.max_m else sm in t.dpas.repeat_counts
             if not whole:
                 problems.append(f"subgroup tile M={sm} is not made of DPAS repeat counts {t.dpas.repeat_counts}")
+            if t.block_io is not None and sm <= t.dpas.max_m and BK * a_t.itemsize > DECODE_KSTEP_BYTES:
+                problems.append(f"a decode k-step of {BK * a_t.itemsize} bytes of K: Intel's compiler builds "
+                                f"{DECODE_KSTEP_BYTES} best (calibrated)")
     if t.block_io is not None:
         def block(what: str, bits: int, rows: int, cols: int, op: str, max_h: int) -> None:
             w = min(cols, 512 // bits)
