@@ -226,8 +226,8 @@ def _by_parity(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t
 BF16_ROUNDING_ACC_REGISTERS = 64
 
 
-#: bytes of K a k-step of a decode tile (one DPAS row block, ``sm <= max_m``) takes at most on
-#: targets with 2D block IO: a calibration on Intel's compiler, not a resource limit. There B
+#: bytes of K a k-step of a decode tile (one DPAS row block, ``sm <= max_m``) on DPAS takes at
+#: most on targets with 2D block IO: a calibration on Intel's compiler, not a resource limit. There B
 #: feeds one DPAS a block, and at 128 bytes (fp16 BK=64, int8 128, tf32 32: 16 B loads, 128
 #: registers for 8x64 tiles) the k-loop's fixed cost is spread widest while its B loads are all
 #: issued ahead of the DPAS; at 256 they outgrow the register file (benchmarks/bench_device_code.py,
@@ -416,7 +416,7 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             whole = sm % t.dpas.max_m == 0 if sm >= t.dpas.max_m else sm in t.dpas.repeat_counts
             if not whole:
                 problems.append(f"subgroup tile M={sm} is not made of DPAS repeat counts {t.dpas.repeat_counts}")
-            if t.block_io is not None and sm <= t.dpas.max_m and BK * a_t.itemsize > DECODE_KSTEP_BYTES:
+            if t.block_io is not None and not fma and sm <= t.dpas.max_m and BK * a_t.itemsize > DECODE_KSTEP_BYTES:
                 problems.append(f"a decode k-step of {BK * a_t.itemsize} bytes of K: Intel's compiler builds "
                                 f"{DECODE_KSTEP_BYTES} best (calibrated)")
     if t.block_io is not None:
