@@ -226,17 +226,23 @@ def _by_parity(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t
 BF16_ROUNDING_ACC_REGISTERS = 64
 
 
-#: bytes of K a k-step of a decode tile (one DPAS row block, ``sm <= max_m``) on DPAS takes at
-#: most on targets with 2D block IO: a calibration on Intel's compiler, not a resource limit. There B
-#: feeds one DPAS a block, and at 128 bytes (fp16 BK=64, int8 128, tf32 32: 16 B loads, 128
-#: registers for 8x64 tiles) the k-loop's fixed cost is spread widest while its B loads are all
-#: issued ahead of the DPAS; at 256 they outgrow the register file (benchmarks/bench_device_code.py,
-#: hot-loop instructions per DPAS, 8x64 tiles, pvc / bmg: fp16 row-major 2.88 / 2.56 at BK=64,
-#: 3.72 / 2.66 at 128; column-major 4.56 / 3.44, 6.16 (64 B spill) / 4.09; tf32 row-major BK=64
-#: 3.75 / 2.69, BK=128 spills 26.9 / 25.3 KB). Below 128 the fixed cost weighs on fewer DPAS:
-#: int8 BK=64 3.5 / 2.88 row-major, 5.12 / 3.88 column-major against BK=128's 2.88 / 2.5 and
-#: 4.56 / 3.44.
-DECODE_KSTEP_BYTES = 128
+def decode_b_kstep_limit(t: Any, grf_mode: str) -> int:
+    """The most bytes of B a k-step of a decode tile (one DPAS row block) takes on ``t`` with 2D
+    block IO: half the register file (a calibration on Intel's compiler, not a resource limit).
+
+    Each B block there feeds one DPAS and the compiler issues the k-step's B loads ahead of their
+    DPAS; B's k-step at half the file spreads the loop's fixed cost widest, over it loads wait
+    for registers the DPAS free or spill (benchmarks/bench_device_code.py, hot-loop instructions
+    per DPAS, pvc / bmg; 8 KB of B in 256 registers: fp16 8x64 tiles BK=64 row-major 2.88 / 2.56,
+    column-major 4.56 / 3.44, int8 BK=128 2.88 / 2.5 and 4.56 / 3.44, fp16 8x128 tiles BK=32 2.75
+    / 2.5 and 4.31 / 3.12; 16 KB: fp16 8x64 BK=128 3.72 / 2.66, column-major 6.16 (64 B spill) /
+    4.09, tf32 8x64 BK=64 row-major 3.75 / 2.69; 32 KB: tf32 BK=128 spills 26.9 / 25.3 KB; in 128
+    registers, tf32 column-major 8x32 tiles at BK=64, 8 KB: bmg ~30 syncs for 16 DPAS, 4.56).
+    Below it the fixed cost weighs on fewer DPAS (int8 8x64 tiles BK=64: 3.5 / 2.88, column-major
+    5.12 / 3.88), which the perf model sees (``matmul._perf_model``)."""
+    rf = t.registers
+    large = rf.large_grf_count if grf_mode in ("256", "auto") and rf.large_grf_count else None
+    return (large or rf.count) * rf.bytes_each // 2
 
 
 def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
@@ -416,9 +422,10 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             whole = sm % t.dpas.max_m == 0 if sm >= t.dpas.max_m else sm in t.dpas.repeat_counts
             if not whole:
                 problems.append(f"subgroup tile M={sm} is not made of DPAS repeat counts {t.dpas.repeat_counts}")
-            if t.block_io is not None and not fma and sm <= t.dpas.max_m and BK * a_t.itemsize > DECODE_KSTEP_BYTES:
-                problems.append(f"a decode k-step of {BK * a_t.itemsize} bytes of K: Intel's compiler builds "
-                                f"{DECODE_KSTEP_BYTES} best (calibrated)")
+            if t.block_io is not None and t.registers is not None and not fma and sm <= t.dpas.max_m and \
+                    BK * sn * b_t.itemsize > decode_b_kstep_limit(t, grf_mode):
+                problems.append(f"a decode k-step of B of {BK * sn * b_t.itemsize} bytes, over half the register "
+                                f"file: Intel's compiler syncs or spills (calibrated)")
     if t.block_io is not None:
         def block(what: str, bits: int, rows: int, cols: int, op: str, max_h: int) -> None:
             w = min(cols, 512 // bits)
@@ -438,14 +445,6 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             out["prefetches_per_kstep"] = pipelining.messages_per_subgroup(
                 [((BM, BK), a_t.itemsize, _array_order(a_type) == (0, 1)), ((BK, BN), b_t.itemsize, col_b)],
                 nsg, lim.payload_war_workaround)
-            if sm <= t.dpas.max_m and t.registers is not None:
-                # decode tiles (one DPAS row block): each B block feeds one DPAS, and Intel's
-                # compiler issues a k-step's B loads ahead of their DPAS; where B's k-step takes
-                # more than half the register file, loads wait for registers the DPAS free
-                # (sync per load; bmg tf32 column-major 8x32 tiles at BK=64, 128 of 128 registers:
-                # ~30 syncs for 16 DPAS, 4.56 instructions per DPAS, 8x64 tiles at BK=32 in 256: 3.31)
-                file_bytes = (large or t.registers.count) * t.registers.bytes_each
-                out["b_kstep_fills_registers"] = BK * sn * b_t.itemsize > file_bytes // 2
     elif t.dpas is not None and op_k and not problems:
         # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
         words = _share_words(t, BK, BN, nsg, b_t.bitwidth) if staged else None

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import xejit
-from xejit.autotuner import DECODE_KSTEP_BYTES, Config, estimate_gemm, gemm_resources
+from xejit.autotuner import Config, estimate_gemm, gemm_resources
 from xejit.ir.core import bf16, f32, i8, i32
 from xejit.kernels.gemm import CONFIGS, gemm_kernel
 from tests.matmul.backend import requires_device
@@ -291,11 +291,6 @@ def test_dg2_model_prunes_exactly_what_intels_compiler_spills(dtype, col_b):
         if dtype == "int8" and key[2] % 32:
             assert any("DPAS K=32" in p for p in est["problems"]), (key, est)
             continue
-        if key[0] <= 8 and key[2] * (1 if dtype == "int8" else 4 if dtype == "tf32" else 2) > DECODE_KSTEP_BYTES:
-            # decode k-steps over 128 bytes of K: pruned by a calibration on Intel's compiler's
-            # instructions per DPAS (autotuner.DECODE_KSTEP_BYTES), whether or not they spill
-            assert any("decode k-step" in p for p in est["problems"]), (key, est)
-            continue
         regs = [p for p in est["problems"] if "registers" in p]
         assert bool(regs) == (key in spills), (dtype, col_b, key, est)
         assert len(regs) == len(est["problems"]), (key, est)
@@ -338,8 +333,8 @@ XE_SPILLS = {
     ("pvc", "tf32", True): {(256, 256, 64, 32): 31744, (256, 256, 32, 32): 14464, (256, 128, 32, 16): 14464,
                             (128, 256, 32, 16): 14464, (128, 128, 32, 8): 14464, (64, 64, 16, 4): 7168,
                             (128, 128, 16, 16): 7168, (128, 128, 128, 16): 27200, (256, 128, 128, 32): 27136,
-                            (8, 512, 64, 8): 3200, (32, 256, 32, 16): 6016},   # 8x512x64/8sg: 256 bytes of
-                            # K a decode k-step, pruned by DECODE_KSTEP_BYTES before the registers are checked
+                            (8, 512, 64, 8): 3200, (32, 256, 32, 16): 6016},   # 8x512x64/8sg: also pruned
+                            # by decode_b_kstep_limit (256 registers of B)
     ("bmg", "tf32", False): {(256, 256, 64, 32): 30016, (256, 256, 32, 32): 13632, (256, 128, 32, 16): 13632,
                              (128, 256, 32, 16): 13568, (128, 128, 32, 8): 13568, (64, 64, 16, 4): 6208,
                              (128, 128, 16, 16): 6272},
@@ -377,9 +372,10 @@ def test_xe_model_prunes_exactly_what_intels_compiler_spills(target, dtype, col_
         if dtype == "int8" and key[2] % 32:
             assert any("DPAS K=32" in p for p in est["problems"]), (key, est)
             continue
-        if key[0] <= 8 and key[2] * (1 if dtype == "int8" else 4 if dtype == "tf32" else 2) > DECODE_KSTEP_BYTES:
-            # decode k-steps over 128 bytes of K: pruned by a calibration on Intel's compiler's
-            # instructions per DPAS (autotuner.DECODE_KSTEP_BYTES), whether or not they spill
+        b_bytes = key[2] * key[1] // key[3] * {"int8": 1, "tf32": 4}.get(dtype, 2)   # decode tiles: [1, nsg]
+        if key[0] <= 8 and b_bytes > {"256": 8192}.get(cfg.grf_mode, 4096):
+            # a decode k-step of B over half the register file: pruned by a calibration on Intel's
+            # compiler (autotuner.decode_b_kstep_limit), whether or not it spills
             assert any("decode k-step" in p for p in est["problems"]), (key, est)
             continue
         regs = [p for p in est["problems"] if "registers" in p]

@@ -353,23 +353,24 @@ def test_decode_configs_reach_four_instructions_per_dpas(target):
 
 # The decode pick (8x4096x4096) without timing runs. matmul._perf_model scales each config by what
 # a subgroup's k-loop issues per DPAS at best (DPAS + a send and a coordinate per 2D block load of
-# the blocking plan + loop control): 8x512x64 over 8 subgroups (8x64 subgroup tiles, 256 GRF) beats the same workgroup
-# tile over 16 (8x32) and 8x256x64/8sg, which it tied before. Intel's compiler, pvc / bmg: fp16
-# 2.88 / 2.62 instructions per DPAS (the 8x32 tiles: 3.88 / 3.25). int8 takes BK=128, the same
-# 128 bytes of K a k-step (autotuner.DECODE_KSTEP_BYTES): 16 DPAS a k-step, 2.88 / 2.5 (BK=64:
-# 3.5 / 2.88; the 8x32 tiles 5.5 / 4.5).
-@pytest.mark.parametrize("dtype,bk", [("fp16", 64), ("int8", 128)])
-@pytest.mark.parametrize("target,bound", [("pvc", {"fp16": 2.9, "int8": 2.9}), ("bmg", {"fp16": 2.65, "int8": 2.5})])
-def test_library_decode_pick_reaches_four_instructions_per_dpas(target, bound, dtype, bk, monkeypatch):
+# the blocking plan + loop control), among the configs whose k-step of B takes at most half the
+# register file (autotuner.decode_b_kstep_limit). fp16 takes 8x512x32 over 4 subgroups (8x128
+# subgroup tiles, 256 GRF, 16 DPAS a k-step from one A load): Intel's compiler, pvc / bmg 2.75 /
+# 2.5 instructions per DPAS (8x64 tiles, 8x512x64/8sg: 2.88 / 2.56; 8x32 tiles: 3.88 / 3.25).
+# int8 takes 8x64 tiles at BK=128 (8 KB of B as fp16's): 2.88 / 2.5 (BK=64: 3.5 / 2.88; 8x32
+# tiles 5.5 / 4.5).
+@pytest.mark.parametrize("dtype,cfg", [("fp16", (8, 512, 32, 4)), ("int8", (8, 512, 128, 8))])
+@pytest.mark.parametrize("target,bound", [("pvc", {"fp16": 2.75, "int8": 2.9}), ("bmg", {"fp16": 2.5, "int8": 2.5})])
+def test_library_decode_pick_reaches_four_instructions_per_dpas(target, bound, dtype, cfg, monkeypatch):
     np_t, acc_t, acc, k = {"fp16": (F16, np.float32, f32, 16), "int8": (np.int8, np.int32, i32, 32)}[dtype]
     a, b, c, M, N, K = _gemm_args(np_t, M=8, acc=acc_t)
     kw = {"ACC": acc, "HAS_BIAS": False, "ACT": None}
     pick = _model_pick(monkeypatch, target, (a, b, c, M, N, K), kw)
-    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, bk, 8), pick
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == cfg, pick
     ck = gemm_kernel.compile(a, b, c, c, M, N, K, target=target, **kw, **pick.all_kwargs())
     bin_ = ck.device_binary
     assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
-    dpas = (512 // 8 // 16) * (bk // k)
+    dpas = (cfg[1] // cfg[3] // 16) * (cfg[2] // k)
     assert bin_.hot_loop.dpas == dpas and bin_.hot_loop.per_dpas <= bound[dtype], bin_.hot_loop_text()
 
 
@@ -434,8 +435,9 @@ def test_library_column_major_b_pick_reaches_two_instructions_per_dpas(target, m
 BF16_TF32_PICKS = {
     # (target, dtype, M, column-major B): (BM, BN, BK, subgroups), DPAS per k-step, bound on
     # instructions per DPAS
-    ("pvc", "bf16", 8, False): ((8, 512, 64, 8), 16, 2.9),
-    ("bmg", "bf16", 8, False): ((8, 512, 64, 8), 16, 2.6),       # 2.56 (2.62 before the split below)
+    # bf16 decode: 8x128 subgroup tiles at BK=32 (8x512x32/4sg) 2.75 / 2.5 (8x512x64/8sg 2.88 / 2.56)
+    ("pvc", "bf16", 8, False): ((8, 512, 32, 4), 16, 2.75),
+    ("bmg", "bf16", 8, False): ((8, 512, 32, 4), 16, 2.5),
     ("pvc", "tf32", 4096, False): ((256, 128, 128, 32), 128, 1.65),
     ("bmg", "tf32", 4096, False): ((256, 128, 128, 32), 128, 1.45),
     # tf32 decode: 8x512x64/8sg (B's k-step 256 registers, the whole large file: the perf model
@@ -460,7 +462,7 @@ BF16_TF32_PICKS = {
 # lnl (Xe2-LPG) builds what bmg does: its bf16 / tf32 picks, slow
 LNL_PICKS = {
     ("lnl", "bf16", 4096, False): ((256, 256, 64, 32), 64, 1.4),   # 1.39
-    ("lnl", "bf16", 8, False): ((8, 512, 64, 8), 16, 2.6),         # 2.56
+    ("lnl", "bf16", 8, False): ((8, 512, 32, 4), 16, 2.5),         # 2.5 (8x512x64/8sg 2.56)
     ("lnl", "tf32", 4096, False): ((256, 128, 128, 32), 128, 1.45),  # 1.41
     ("lnl", "tf32", 8, False): ((8, 512, 32, 8), 16, 2.65),        # 2.62 (8x512x64/8sg 2.69)
     ("lnl", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.7),    # 1.66 (256x128x64/32sg 1.72)
@@ -790,7 +792,8 @@ XE2_XE3_PICKS = {
     ("int8", False, 4096, 256, 128, 128, 32): 1.75,   # 1.62 (1.72 before the counted-offset split)
     ("fp16", True, 4096, 256, 256, 32, 32): 1.7,      # 1.69 (1.78 before immediate offsets)
     ("int8", True, 4096, 256, 128, 128, 32): 1.8,     # 1.78 (2.03 before)
-    ("fp16", False, 8, 8, 512, 64, 8): 2.65,          # decode: 2.62
+    ("fp16", False, 8, 8, 512, 32, 4): 2.5,           # decode, 8x128 tiles: 2.5 (8x512x64/8sg 2.56)
+    ("fp16", True, 8, 8, 512, 32, 4): 3.15,           # 3.12 (8x512x64/8sg 3.44)
     # int8 decode at BK=128 (autotuner.DECODE_KSTEP_BYTES): 2.5 (BK=64 2.88), column-major 3.44
     # (BK=64 3.88; 5.62 with B's prefetch merged into its load)
     ("int8", False, 8, 8, 512, 128, 8): 2.5,
