@@ -32,6 +32,7 @@ def _config(bm, bn, bk, nsg):
     # 16, half a DPAS K-block), fp16 8x128 tiles at BK=32 (a tail of 8)
     ("pvc", "i8", (8, 512, 128, 8), (5, 600, 400)),
     ("pvc", "f16", (8, 512, 32, 4), (5, 600, 104)),
+    ("pvc", "f32", (8, 512, 16, 4), (5, 600, 56)),       # tf32's: 8x128 tiles at BK=16, a tail of 8
     # tf32 on bmg (emulation does not version the loop: the fast version's coordinates are
     # tested in tests/codegen/xegpu/test_block_coords.py)
     pytest.param("bmg", "f32", (64, 64, 16, 4), (72, 64, 40), marks=pytest.mark.slow),

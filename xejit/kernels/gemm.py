@@ -246,6 +246,10 @@ _XE_CONFIGS = [
     # load; the 16 transposed B loads of column-major B share 2 coordinates, not 4): pvc 2.75,
     # column-major 4.31; bmg / lnl / ptl 2.5 / 3.12 (8x512x64/8sg: pvc 2.88 / 4.56, bmg 2.56 / 3.44)
     _c(8, 512, 32, 4, 3, "256"),
+    # tf32 column-major B's decode pick: 8x128 tiles with BK=16 (8 KB of B, one A load): pvc 4.38,
+    # bmg / lnl / ptl 3.06 (8x512x32/8sg 4.81 / 3.31); row-major tf32 keeps 8x512x32/8sg (here pvc
+    # 3.75, bmg 3.06 against 2.88 / 2.62: 8 row-major B loads a k-step, 4 there)
+    _c(8, 512, 16, 4, 3, "256"),
     _c(16, 256, 32, 16, 3),    # BK=64 here spilled 6.9 KB in the boundary-tile copy of the k-loop
     _c(32, 256, 32, 16, 3),
 ]
