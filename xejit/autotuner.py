@@ -355,17 +355,20 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             # while the cold version gathered B's lane rows into a buffer) build with 0 spill; at
             # 96, fp16 colB 16x16 BK=32 and int8 colB 16x16 BK=64 build with 0 spill.
             extra = 16 * t.registers.bytes_each
-        parts = (sm * sn * acc_t.itemsize, sm * (kw + ahead) * a_t.itemsize, (kb + ahead) * sn * b_t.itemsize,
+        # (not decode tiles, one DPAS row block: int8 8x128 tiles at BK=64, 268 registers with the
+        # slice, build with 0 spill on bmg / lnl / ptl)
+        ah = 0 if t.dpas is not None and sm <= t.dpas.max_m else ahead
+        parts = (sm * sn * acc_t.itemsize, sm * (kw + ah) * a_t.itemsize, (kb + ah) * sn * b_t.itemsize,
                  extra)
         # the layout with the fewest operand bytes (the extra registers do not choose it)
         if best is None or sum(parts[:3]) < sum(best[2][:3]):
-            best = ((sgm, sgn), (sm, sn), parts, (kw, kb))
+            best = ((sgm, sgn), (sm, sn), parts, (kw, kb), ah)
     out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
                            "register_limit": None, "slm_bytes": 0, "problems": problems}
     if best is None:
         problems.append(f"{nsg} subgroups cannot split the {BM}x{BN} tile evenly")
         return out
-    (sgm, sgn), (sm, sn), parts, (kl, kbl) = best
+    (sgm, sgn), (sm, sn), parts, (kl, kbl), ahead = best
     out.update(sg_layout=[sgm, sgn], sg_tile=[sm, sn], bytes=sum(parts))
     # no 2D block IO (dg2): a B panel shared by several subgroup rows is staged in SLM, two
     # BK x BN buffers (codegen/slm_staging.py)

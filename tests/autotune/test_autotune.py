@@ -230,6 +230,11 @@ def test_config_spaces_fit_their_targets_for_bf16(target):
             b16 = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
                                 c.grf_mode, w, w.T, bf16, f32)
             assert b16["problems"] and all("bf16" in p for p in b16["problems"]), (c, b16)
+        if target != "dg2" and (c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups) == (8, 512, 64, 4):
+            # int8's decode tile (8 KB of B a k-step): 16-bit B takes twice that, over half the
+            # register file (autotuner.decode_b_kstep_limit)
+            assert est["problems"] and all("decode k-step" in p for p in est["problems"]), (c, est)
+            est = estimate_gemm(target, 8, 512, 64, 4, c.grf_mode, i8, i8, i32, i32)
         assert est["problems"] == [], (c, est)
         if c.kwargs["BK"] == 128:
             est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,

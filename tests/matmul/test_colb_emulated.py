@@ -28,9 +28,9 @@ def _config(bm, bn, bk, nsg):
     # workgroup (subgroups 88 columns in, partly and wholly out), a K tail of 8
     ("pvc", "f32", (8, 512, 32, 8), (5, 600, 72)),
     # the decode picks (autotuner.decode_b_kstep_limit: 8 KB of B a k-step), an M edge, N past the
-    # first workgroup, three k-steps and a K tail: int8 8x64 subgroup tiles at BK=128 (a tail of
-    # 16, half a DPAS K-block), fp16 8x128 tiles at BK=32 (a tail of 8)
-    ("pvc", "i8", (8, 512, 128, 8), (5, 600, 400)),
+    # first workgroup, several k-steps and a K tail: int8 8x128 subgroup tiles at BK=64 (a tail of
+    # 16, half a DPAS K-block), fp16 at BK=32 (a tail of 8)
+    ("pvc", "i8", (8, 512, 64, 4), (5, 600, 400)),
     ("pvc", "f16", (8, 512, 32, 4), (5, 600, 104)),
     ("pvc", "f32", (8, 512, 16, 4), (5, 600, 56)),       # tf32's: 8x128 tiles at BK=16, a tail of 8
     # tf32 on bmg (emulation does not version the loop: the fast version's coordinates are

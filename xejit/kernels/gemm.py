@@ -235,13 +235,13 @@ _XE_CONFIGS = [
     # fp16's BK=64 (16 transposed B loads, 128 registers of B). 8x512x64/16sg (8x32 tiles, the
     # pick before) fills the default register file with its 16 B loads (bmg ~30 syncs) and
     # 8x512x64/8sg spills 3.2 KB on pvc: pvc 6.81 -> 4.81, bmg / lnl 4.56 -> 3.31 instructions per
-    # DPAS, 0 spill. fp16 / int8 decode take 8x512x32/4sg / 8x512x128/8sg below.
+    # DPAS, 0 spill. fp16 / int8 decode take 8x512x32/4sg / 8x512x64/4sg below.
     _c(8, 512, 32, 8, 3, "256"),
-    # int8's decode pick: 8x64 tiles with BK=128, 8 KB of B a k-step as fp16's BK=64 and tf32's 32
+    # int8's decode pick: 8x128 tiles with BK=64, 8 KB of B a k-step as fp16's below
     # (autotuner.decode_b_kstep_limit prunes it for 16- and 32-bit operands): 16 DPAS a k-step,
-    # pvc 2.88, column-major B 4.56; bmg / lnl / ptl 2.5 / 3.44 instructions per DPAS (BK=64: pvc
-    # 3.5 / 5.12, bmg 2.88 / 3.88), 0 spill
-    _c(8, 512, 128, 8, 3, "256"),
+    # pvc 2.75, column-major B 4.31; bmg 2.44 / 3.12 instructions per DPAS (8x512x64/8sg: pvc 3.5 /
+    # 5.12, bmg 2.88 / 3.88; 8x64 tiles at BK=128, 8x512x128/8sg: pvc 2.88 / 4.56, bmg 2.5 / 3.44)
+    _c(8, 512, 64, 4, 3, "256"),
     # fp16 / bf16's decode pick: 8x128 tiles with BK=32 (8 KB of B, 16 DPAS a k-step from one A
     # load; the 16 transposed B loads of column-major B share 2 coordinates, not 4): pvc 2.75,
     # column-major 4.31; bmg / lnl / ptl 2.5 / 3.12 (8x512x64/8sg: pvc 2.88 / 4.56, bmg 2.56 / 3.44)
