@@ -234,8 +234,8 @@ def decode_b_kstep_limit(t: Any, grf_mode: str) -> int:
     DPAS; B's k-step at half the file spreads the loop's fixed cost widest, over it loads wait
     for registers the DPAS free or spill (benchmarks/bench_device_code.py, hot-loop instructions
     per DPAS, pvc / bmg; 8 KB of B in 256 registers: fp16 8x64 tiles BK=64 row-major 2.88 / 2.56,
-    column-major 4.56 / 3.44, int8 BK=128 2.88 / 2.5 and 4.56 / 3.44, fp16 8x128 tiles BK=32 2.75
-    / 2.5 and 4.31 / 3.12; 16 KB: fp16 8x64 BK=128 3.72 / 2.66, column-major 6.16 (64 B spill) /
+    column-major 4.56 / 3.44, int8 BK=128 2.88 / 2.5 and 4.56 / 3.44; 8x128 tiles, fp16 BK=32 and
+    int8 BK=64 2.75 / 2.5 (int8 2.44) and 4.31 / 3.12, the picks; 16 KB: fp16 8x64 BK=128 3.72 / 2.66, column-major 6.16 (64 B spill) /
     4.09, tf32 8x64 BK=64 row-major 3.75 / 2.69; 32 KB: tf32 BK=128 spills 26.9 / 25.3 KB; in 128
     registers, tf32 column-major 8x32 tiles at BK=64, 8 KB: bmg ~30 syncs for 16 DPAS, 4.56).
     Below it the fixed cost weighs on fewer DPAS (int8 8x64 tiles BK=64: 3.5 / 2.88, column-major
