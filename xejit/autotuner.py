@@ -235,9 +235,10 @@ def decode_b_kstep_limit(t: Any, grf_mode: str) -> int:
     for registers the DPAS free or spill (benchmarks/bench_device_code.py, hot-loop instructions
     per DPAS, pvc / bmg; 8 KB of B in 256 registers: fp16 8x64 tiles BK=64 row-major 2.88 / 2.56,
     column-major 4.56 / 3.44, int8 BK=128 2.88 / 2.5 and 4.56 / 3.44; 8x128 tiles, fp16 BK=32 and
-    int8 BK=64 2.75 / 2.5 (int8 2.44) and 4.31 / 3.12, the picks; 16 KB: fp16 8x64 BK=128 3.72 / 2.66, column-major 6.16 (64 B spill) /
-    4.09, tf32 8x64 BK=64 row-major 3.75 / 2.69; 32 KB: tf32 BK=128 spills 26.9 / 25.3 KB; in 128
-    registers, tf32 column-major 8x32 tiles at BK=64, 8 KB: bmg ~30 syncs for 16 DPAS, 4.56).
+    int8 BK=64 2.75 / 2.5 (int8 2.44) and 4.31 / 3.12, the picks; 16 KB: fp16 8x64 BK=128 3.72 /
+    2.66, column-major 6.16 (64 B spill) / 4.09, tf32 8x64 BK=64 row-major 3.75 / 2.69; 32 KB:
+    tf32 BK=128 spills 26.9 / 25.3 KB; in 128 registers, tf32 column-major 8x32 tiles at BK=64,
+    8 KB: bmg ~30 syncs for 16 DPAS, 4.56, docs/compiler.md).
     Below it the fixed cost weighs on fewer DPAS (int8 8x64 tiles BK=64: 3.5 / 2.88, column-major
     5.12 / 3.88), which the perf model sees (``matmul._perf_model``)."""
     rf = t.registers
@@ -355,8 +356,8 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             # while the cold version gathered B's lane rows into a buffer) build with 0 spill; at
             # 96, fp16 colB 16x16 BK=32 and int8 colB 16x16 BK=64 build with 0 spill.
             extra = 16 * t.registers.bytes_each
-        # (not decode tiles, one DPAS row block: int8 8x128 tiles at BK=64, 268 registers with the
-        # slice, build with 0 spill on bmg / lnl / ptl)
+        # the 8-bit slice ahead is not counted for decode tiles (one DPAS row block): int8 8x128
+        # tiles at BK=64, 268 registers with it, build with 0 spill on bmg / lnl / ptl
         ah = 0 if t.dpas is not None and sm <= t.dpas.max_m else ahead
         parts = (sm * sn * acc_t.itemsize, sm * (kw + ah) * a_t.itemsize, (kb + ah) * sn * b_t.itemsize,
                  extra)
