@@ -226,6 +226,26 @@ def _by_parity(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t
 BF16_ROUNDING_ACC_REGISTERS = 64
 
 
+def decode_b_kstep_limit(t: Any, grf_mode: str) -> int:
+    """The most bytes of B a k-step of a decode tile (one DPAS row block) takes on ``t`` with 2D
+    block IO: half the register file (a calibration on Intel's compiler, not a resource limit).
+
+    Each B block there feeds one DPAS and the compiler issues the k-step's B loads ahead of their
+    DPAS; B's k-step at half the file spreads the loop's fixed cost widest, over it loads wait
+    for registers the DPAS free or spill (benchmarks/bench_device_code.py, hot-loop instructions
+    per DPAS, pvc / bmg; 8 KB of B in 256 registers: fp16 8x64 tiles BK=64 row-major 2.88 / 2.56,
+    column-major 4.56 / 3.44, int8 BK=128 2.88 / 2.5 and 4.56 / 3.44; 8x128 tiles, fp16 BK=32 and
+    int8 BK=64 2.75 / 2.5 (int8 2.44) and 4.31 / 3.12, the picks; 16 KB: fp16 8x64 BK=128 3.72 /
+    2.66, column-major 6.16 (64 B spill) / 4.09, tf32 8x64 BK=64 row-major 3.75 / 2.69; 32 KB:
+    tf32 BK=128 spills 26.9 / 25.3 KB; in 128 registers, tf32 column-major 8x32 tiles at BK=64,
+    8 KB: bmg ~30 syncs for 16 DPAS, 4.56, docs/compiler.md).
+    Below it the fixed cost weighs on fewer DPAS (int8 8x64 tiles BK=64: 3.5 / 2.88, column-major
+    5.12 / 3.88), which the perf model sees (``matmul._perf_model``)."""
+    rf = t.registers
+    large = rf.large_grf_count if grf_mode in ("256", "auto") and rf.large_grf_count else None
+    return (large or rf.count) * rf.bytes_each // 2
+
+
 def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
                   a_type: Any, b_type: Any, c_type: Any, acc_type: Any,
                   precision: str | None = None) -> dict[str, Any]:
@@ -336,17 +356,20 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             # while the cold version gathered B's lane rows into a buffer) build with 0 spill; at
             # 96, fp16 colB 16x16 BK=32 and int8 colB 16x16 BK=64 build with 0 spill.
             extra = 16 * t.registers.bytes_each
-        parts = (sm * sn * acc_t.itemsize, sm * (kw + ahead) * a_t.itemsize, (kb + ahead) * sn * b_t.itemsize,
+        # the 8-bit slice ahead is not counted for decode tiles (one DPAS row block): int8 8x128
+        # tiles at BK=64, 268 registers with it, build with 0 spill on bmg / lnl / ptl
+        ah = 0 if t.dpas is not None and sm <= t.dpas.max_m else ahead
+        parts = (sm * sn * acc_t.itemsize, sm * (kw + ah) * a_t.itemsize, (kb + ah) * sn * b_t.itemsize,
                  extra)
         # the layout with the fewest operand bytes (the extra registers do not choose it)
         if best is None or sum(parts[:3]) < sum(best[2][:3]):
-            best = ((sgm, sgn), (sm, sn), parts, (kw, kb))
+            best = ((sgm, sgn), (sm, sn), parts, (kw, kb), ah)
     out: dict[str, Any] = {"sg_layout": None, "sg_tile": None, "bytes": None, "registers": None,
                            "register_limit": None, "slm_bytes": 0, "problems": problems}
     if best is None:
         problems.append(f"{nsg} subgroups cannot split the {BM}x{BN} tile evenly")
         return out
-    (sgm, sgn), (sm, sn), parts, (kl, kbl) = best
+    (sgm, sgn), (sm, sn), parts, (kl, kbl), ahead = best
     out.update(sg_layout=[sgm, sgn], sg_tile=[sm, sn], bytes=sum(parts))
     # no 2D block IO (dg2): a B panel shared by several subgroup rows is staged in SLM, two
     # BK x BN buffers (codegen/slm_staging.py)
@@ -403,6 +426,10 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             whole = sm % t.dpas.max_m == 0 if sm >= t.dpas.max_m else sm in t.dpas.repeat_counts
             if not whole:
                 problems.append(f"subgroup tile M={sm} is not made of DPAS repeat counts {t.dpas.repeat_counts}")
+            if t.block_io is not None and t.registers is not None and not fma and sm <= t.dpas.max_m and \
+                    BK * sn * b_t.itemsize > decode_b_kstep_limit(t, grf_mode):
+                problems.append(f"a decode k-step of B of {BK * sn * b_t.itemsize} bytes, over half the register "
+                                f"file: Intel's compiler syncs or spills (calibrated)")
     if t.block_io is not None:
         def block(what: str, bits: int, rows: int, cols: int, op: str, max_h: int) -> None:
             w = min(cols, 512 // bits)
@@ -422,14 +449,6 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             out["prefetches_per_kstep"] = pipelining.messages_per_subgroup(
                 [((BM, BK), a_t.itemsize, _array_order(a_type) == (0, 1)), ((BK, BN), b_t.itemsize, col_b)],
                 nsg, lim.payload_war_workaround)
-            if sm <= t.dpas.max_m and t.registers is not None:
-                # decode tiles (one DPAS row block): each B block feeds one DPAS, and Intel's
-                # compiler issues a k-step's B loads ahead of their DPAS; where B's k-step takes
-                # more than half the register file, loads wait for registers the DPAS free
-                # (sync per load; bmg tf32 column-major 8x32 tiles at BK=64, 128 of 128 registers:
-                # ~30 syncs for 16 DPAS, 4.56 instructions per DPAS, 8x64 tiles at BK=32 in 256: 3.31)
-                file_bytes = (large or t.registers.count) * t.registers.bytes_each
-                out["b_kstep_fills_registers"] = BK * sn * b_t.itemsize > file_bytes // 2
     elif t.dpas is not None and op_k and not problems:
         # no 2D block IO: the block-read lowering's k-step (codegen/block_read_costs.py)
         words = _share_words(t, BK, BN, nsg, b_t.bitwidth) if staged else None

@@ -257,9 +257,8 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     fp16 and 3.5 / 5.5 in int8; column-major fp16 B (one transposed load per DPAS B block) takes
     64x32 tiles with BK=32 (6 loads for 32 DPAS: pvc 1.94, bmg 1.69) over 32x32 tiles with BK=128
     (20 for 64: 2.17 / 1.69). Decode tiles whose k-step of B takes more than half the register
-    file (``estimate_gemm``'s ``b_kstep_fills_registers``) count a wait per load more: tf32
-    8x512x64/8sg (256 registers of B) pvc 3.75, bmg 2.69 against 8x512x32/8sg 2.88 / 2.62, and
-    column-major 8x512x64/16sg (128 of 128) 6.81 / 4.56 against 4.81 / 3.31.
+    file are pruned (``autotuner.decode_b_kstep_limit``: tf32 8x512x64/8sg, 256 registers of B,
+    pvc 3.75, bmg 2.69 against 8x512x32/8sg 2.88 / 2.62).
 
     Without 2D block IO (dg2) the figures come from the block-read lowering's plan
     (``codegen/block_read_costs.py``): two instructions per message (the send and its address),
@@ -292,12 +291,10 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
         # messages as 2 each (send, coordinate) plus IGC's no-op payload reads on pvc: tf32
         # column-major B 256x256x16/32sg (one split prefetch, 1.84) over 256x128x64/32sg (two, 2.17),
         # which the 4 / BK term ranked first; pvc's int8 takes 256x256x64/32sg (one split prefetch
-        # for 32 DPAS: row-major 1.69, column-major 1.81) over 128x128x128/16sg (1.84 / 2.22). Decode tiles whose k-step of B
-        # fills the register file wait once per load (a sync per load).
+        # for 32 DPAS: row-major 1.69, column-major 1.81) over 128x128x128/16sg (1.84 / 2.22).
         pf = est.get("prefetches_per_kstep") or 0
         pf_cost = 2 + (PREFETCH_WAR_READS if t.block_io.payload_war_workaround else 0)
-        waits = loads if est.get("b_kstep_fills_registers") else 0
-        return share * (1 + 8 / BM + 8 / BN) * (dpas + 2 * loads + waits + pf_cost * pf + 4) / dpas
+        return share * (1 + 8 / BM + 8 / BN) * (dpas + 2 * loads + pf_cost * pf + 4) / dpas
     # the block-read plan counts the step's loop control and packing (``other``): no 4 / BK guess
     return share * (1 + 8 / BM + 8 / BN) * (dpas + 2 * loads + other) / dpas
 

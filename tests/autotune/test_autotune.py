@@ -230,6 +230,11 @@ def test_config_spaces_fit_their_targets_for_bf16(target):
             b16 = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
                                 c.grf_mode, w, w.T, bf16, f32)
             assert b16["problems"] and all("bf16" in p for p in b16["problems"]), (c, b16)
+        if target != "dg2" and (c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups) == (8, 512, 64, 4):
+            # int8's decode tile (8 KB of B a k-step): 16-bit B takes twice that, over half the
+            # register file (autotuner.decode_b_kstep_limit)
+            assert est["problems"] and all("decode k-step" in p for p in est["problems"]), (c, est)
+            est = estimate_gemm(target, 8, 512, 64, 4, c.grf_mode, i8, i8, i32, i32)
         assert est["problems"] == [], (c, est)
         if c.kwargs["BK"] == 128:
             est = estimate_gemm(target, c.kwargs["BM"], c.kwargs["BN"], c.kwargs["BK"], c.num_subgroups,
@@ -333,7 +338,8 @@ XE_SPILLS = {
     ("pvc", "tf32", True): {(256, 256, 64, 32): 31744, (256, 256, 32, 32): 14464, (256, 128, 32, 16): 14464,
                             (128, 256, 32, 16): 14464, (128, 128, 32, 8): 14464, (64, 64, 16, 4): 7168,
                             (128, 128, 16, 16): 7168, (128, 128, 128, 16): 27200, (256, 128, 128, 32): 27136,
-                            (8, 512, 64, 8): 3200, (32, 256, 32, 16): 6016},
+                            (8, 512, 64, 8): 3200, (32, 256, 32, 16): 6016},   # 8x512x64/8sg: also pruned
+                            # by decode_b_kstep_limit (256 registers of B)
     ("bmg", "tf32", False): {(256, 256, 64, 32): 30016, (256, 256, 32, 32): 13632, (256, 128, 32, 16): 13632,
                              (128, 256, 32, 16): 13568, (128, 128, 32, 8): 13568, (64, 64, 16, 4): 6208,
                              (128, 128, 16, 16): 6272},
@@ -370,6 +376,12 @@ def test_xe_model_prunes_exactly_what_intels_compiler_spills(target, dtype, col_
         est = estimate_gemm(target, *key[:3], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc, prec)
         if dtype == "int8" and key[2] % 32:
             assert any("DPAS K=32" in p for p in est["problems"]), (key, est)
+            continue
+        b_bytes = key[2] * key[1] // key[3] * {"int8": 1, "tf32": 4}.get(dtype, 2)   # decode tiles: [1, nsg]
+        if key[0] <= 8 and b_bytes > {"256": 8192}.get(cfg.grf_mode, 4096):
+            # a decode k-step of B over half the register file: pruned by a calibration on Intel's
+            # compiler (autotuner.decode_b_kstep_limit), whether or not it spills
+            assert any("decode k-step" in p for p in est["problems"]), (key, est)
             continue
         regs = [p for p in est["problems"] if "registers" in p]
         assert bool(regs) == (key in spills), (target, dtype, col_b, key, est)

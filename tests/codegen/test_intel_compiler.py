@@ -333,10 +333,12 @@ def test_decode_configs_reach_four_instructions_per_dpas(target):
     per DPAS for fp16: 8x32 subgroup tiles (8 DPAS per k-step) pvc 3.88, bmg 3.25; 8x64 tiles in
     the large register file pvc 2.88, bmg 2.62 (8x16 tiles were pvc 6.5-8.75, bmg 5.5-7.75;
     decode's 8-row A tile is not prefetched: MIN_PREFETCH_ROWS). int8 reaches it on the 8x64
-    tile (pvc 3.5, bmg 2.88; its 8x32 tiles feed 4 DPAS per k-step: pvc 5.5, bmg 4.5)."""
+    tile (pvc 3.5, bmg 2.88; its 8x32 tiles feed 4 DPAS per k-step: pvc 5.5, bmg 4.5) and on the
+    8x128 tile, its pick (pvc 2.75, bmg 2.44; in fp16, 16 KB of B a k-step, pruned by the model:
+    pvc 3.47, bmg 2.53)."""
     # (8x512x32/8sg, tf32 column-major B's pick, is built by test_bf16_and_tf32_picks_reach_the_goals)
     decode = [cfg for cfg in configs_for(target) if cfg.kwargs["BM"] == 8 and cfg.kwargs["BK"] == 64]
-    assert len(decode) == 3
+    assert len(decode) == 4
     for dtype, acc_t, acc, k in [(F16, np.float32, f32, 16), (np.int8, np.int32, i32, 32)]:
         a, b, c, M, N, K = _gemm_args(dtype, M=8, acc=acc_t)
         for cfg in decode:
@@ -353,41 +355,45 @@ def test_decode_configs_reach_four_instructions_per_dpas(target):
 
 # The decode pick (8x4096x4096) without timing runs. matmul._perf_model scales each config by what
 # a subgroup's k-loop issues per DPAS at best (DPAS + a send and a coordinate per 2D block load of
-# the blocking plan + loop control): 8x512x64 over 8 subgroups (8x64 subgroup tiles, 256 GRF) beats the same workgroup
-# tile over 16 (8x32) and 8x256x64/8sg, which it tied before. Intel's compiler, pvc / bmg: fp16
-# 2.88 / 2.62 instructions per DPAS, int8 3.5 / 2.88 (the 8x32 tiles: fp16 3.88 / 3.25, int8
-# 5.5 / 4.5).
-@pytest.mark.parametrize("dtype", ["fp16", "int8"])
-@pytest.mark.parametrize("target", ["pvc", "bmg"])
-def test_library_decode_pick_reaches_four_instructions_per_dpas(target, dtype, monkeypatch):
+# the blocking plan + loop control), among the configs whose k-step of B takes at most half the
+# register file (autotuner.decode_b_kstep_limit). fp16 takes 8x512x32 over 4 subgroups (8x128
+# subgroup tiles, 256 GRF, 16 DPAS a k-step from one A load): Intel's compiler, pvc / bmg 2.75 /
+# 2.5 instructions per DPAS (8x64 tiles, 8x512x64/8sg: 2.88 / 2.56; 8x32 tiles: 3.88 / 3.25).
+# int8 takes 8x128 tiles at BK=64 (8 KB of B as fp16's): 2.75 / 2.44 (8x64 tiles at BK=64: 3.5 /
+# 2.88, at BK=128: 2.88 / 2.5; 8x32 tiles 5.5 / 4.5).
+@pytest.mark.parametrize("dtype,cfg", [("fp16", (8, 512, 32, 4)), ("int8", (8, 512, 64, 4))])
+@pytest.mark.parametrize("target,bound", [("pvc", {"fp16": 2.75, "int8": 2.75}), ("bmg", {"fp16": 2.5, "int8": 2.45})])
+def test_library_decode_pick_reaches_four_instructions_per_dpas(target, bound, dtype, cfg, monkeypatch):
     np_t, acc_t, acc, k = {"fp16": (F16, np.float32, f32, 16), "int8": (np.int8, np.int32, i32, 32)}[dtype]
     a, b, c, M, N, K = _gemm_args(np_t, M=8, acc=acc_t)
     kw = {"ACC": acc, "HAS_BIAS": False, "ACT": None}
     pick = _model_pick(monkeypatch, target, (a, b, c, M, N, K), kw)
-    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 64, 8), pick
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == cfg, pick
     ck = gemm_kernel.compile(a, b, c, c, M, N, K, target=target, **kw, **pick.all_kwargs())
     bin_ = ck.device_binary
     assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
-    dpas = (512 // 8 // 16) * (64 // k)
-    assert bin_.hot_loop.dpas == dpas and bin_.hot_loop.per_dpas <= 4.0, bin_.hot_loop_text()
+    dpas = (cfg[1] // cfg[3] // 16) * (cfg[2] // k)
+    assert bin_.hot_loop.dpas == dpas and bin_.hot_loop.per_dpas <= bound[dtype], bin_.hot_loop_text()
 
 
 # int8 column-major B decode: the pick's prefetch of B (the same subgroup tile as its load) was
 # merged with the load by CSE and took its blocks, one DPAS block per message: 8 prefetches a
-# k-step. Marked as a prefetch (passes/pipelining.py) it takes plain 64-byte blocks: 2. Intel's
-# compiler, instructions per DPAS: bmg 5.62 -> 3.88, pvc 6.75 -> 5.12 (pvc over 4: IGC's no-op
-# reads and a payload per transposed load, docs/compiler.md).
-@pytest.mark.parametrize("target,bound", [("pvc", 5.15), ("bmg", 3.9)])
+# k-step. Marked as a prefetch (passes/pipelining.py) it takes plain 64-byte blocks: 2 at BK=64.
+# Intel's compiler, instructions per DPAS: bmg 5.62 -> 3.88, pvc 6.75 -> 5.12. The pick is now
+# 8x512x64/4sg (8x128 tiles, autotuner.decode_b_kstep_limit: 16 DPAS, 17 loads, 4 prefetches a
+# k-step): bmg 3.12, pvc 4.31, the same loop as fp16's (pvc over 4: a payload write per transposed
+# load, IGC's no-op reads, docs/compiler.md).
+@pytest.mark.parametrize("target,bound", [("pvc", 4.35), ("bmg", 3.15)])
 def test_int8_column_major_b_decode_pick_prefetches_in_plain_blocks(target, bound, monkeypatch):
     a, _, c, M, N, K = _gemm_args(np.int8, M=8, acc=np.int32)
     b = np.empty((N, K), np.int8).T
     kw = {"ACC": i32, "HAS_BIAS": False, "ACT": None}
     pick = _model_pick(monkeypatch, target, (a, b, c, M, N, K), kw)
-    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 64, 8), pick
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 64, 4), pick
     bin_ = gemm_kernel.compile(a, b, c, c, M, N, K, target=target, **kw, **pick.all_kwargs()).device_binary
     assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
     h = bin_.hot_loop
-    assert (h.dpas, h.prefetches) == (8, 2) and h.per_dpas <= bound, bin_.hot_loop_text()
+    assert (h.dpas, h.prefetches) == (16, 4) and h.per_dpas <= bound, bin_.hot_loop_text()
 
 
 # The fp16 column-major-B pick (a @ b.T, b stored [N, K]) without timing runs: the perf model counts
@@ -431,8 +437,9 @@ def test_library_column_major_b_pick_reaches_two_instructions_per_dpas(target, m
 BF16_TF32_PICKS = {
     # (target, dtype, M, column-major B): (BM, BN, BK, subgroups), DPAS per k-step, bound on
     # instructions per DPAS
-    ("pvc", "bf16", 8, False): ((8, 512, 64, 8), 16, 2.9),
-    ("bmg", "bf16", 8, False): ((8, 512, 64, 8), 16, 2.6),       # 2.56 (2.62 before the split below)
+    # bf16 decode: 8x128 subgroup tiles at BK=32 (8x512x32/4sg) 2.75 / 2.5 (8x512x64/8sg 2.88 / 2.56)
+    ("pvc", "bf16", 8, False): ((8, 512, 32, 4), 16, 2.75),
+    ("bmg", "bf16", 8, False): ((8, 512, 32, 4), 16, 2.5),
     ("pvc", "tf32", 4096, False): ((256, 128, 128, 32), 128, 1.65),
     ("bmg", "tf32", 4096, False): ((256, 128, 128, 32), 128, 1.45),
     # tf32 decode: 8x512x64/8sg (B's k-step 256 registers, the whole large file: the perf model
@@ -451,17 +458,19 @@ BF16_TF32_PICKS = {
     # 4 / BK guess: pvc 2.17 -> 1.84, bmg / lnl 1.72 -> 1.66.
     ("pvc", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.85),
     ("bmg", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.7),
-    ("bmg", "tf32", 8, True): ((8, 512, 32, 8), 16, 3.35),
-    ("pvc", "tf32", 8, True): ((8, 512, 32, 8), 16, 4.85),
+    # column-major tf32 decode now takes 8x128 tiles at BK=16 (8x512x16/4sg, one A load a k-step):
+    # bmg / lnl 3.31 -> 3.06, pvc 4.81 -> 4.38
+    ("bmg", "tf32", 8, True): ((8, 512, 16, 4), 16, 3.1),
+    ("pvc", "tf32", 8, True): ((8, 512, 16, 4), 16, 4.4),
 }
 # lnl (Xe2-LPG) builds what bmg does: its bf16 / tf32 picks, slow
 LNL_PICKS = {
     ("lnl", "bf16", 4096, False): ((256, 256, 64, 32), 64, 1.4),   # 1.39
-    ("lnl", "bf16", 8, False): ((8, 512, 64, 8), 16, 2.6),         # 2.56
+    ("lnl", "bf16", 8, False): ((8, 512, 32, 4), 16, 2.5),         # 2.5 (8x512x64/8sg 2.56)
     ("lnl", "tf32", 4096, False): ((256, 128, 128, 32), 128, 1.45),  # 1.41
     ("lnl", "tf32", 8, False): ((8, 512, 32, 8), 16, 2.65),        # 2.62 (8x512x64/8sg 2.69)
     ("lnl", "tf32", 4096, True): ((256, 256, 16, 32), 32, 1.7),    # 1.66 (256x128x64/32sg 1.72)
-    ("lnl", "tf32", 8, True): ((8, 512, 32, 8), 16, 3.35),         # 3.31 (8x512x64/16sg 4.56)
+    ("lnl", "tf32", 8, True): ((8, 512, 16, 4), 16, 3.1),          # 3.06 (8x512x32/8sg 3.31)
 }
 
 
@@ -787,9 +796,12 @@ XE2_XE3_PICKS = {
     ("int8", False, 4096, 256, 128, 128, 32): 1.75,   # 1.62 (1.72 before the counted-offset split)
     ("fp16", True, 4096, 256, 256, 32, 32): 1.7,      # 1.69 (1.78 before immediate offsets)
     ("int8", True, 4096, 256, 128, 128, 32): 1.8,     # 1.78 (2.03 before)
-    ("fp16", False, 8, 8, 512, 64, 8): 2.65,          # decode: 2.62
-    ("int8", False, 8, 8, 512, 64, 8): 2.9,           # 2.88
-    ("int8", True, 8, 8, 512, 64, 8): 3.9,            # 3.88 (5.62 with B's prefetch merged into its load)
+    ("fp16", False, 8, 8, 512, 32, 4): 2.5,           # decode, 8x128 tiles: 2.5 (8x512x64/8sg 2.56)
+    ("fp16", True, 8, 8, 512, 32, 4): 3.15,           # 3.12 (8x512x64/8sg 3.44)
+    # int8 decode, 8x128 tiles at BK=64: 2.44 (8x512x64/8sg 2.88), column-major 3.12 (3.88; 5.62
+    # with B's prefetch merged into its load)
+    ("int8", False, 8, 8, 512, 64, 4): 2.45,
+    ("int8", True, 8, 8, 512, 64, 4): 3.15,
 }
 
 

@@ -27,6 +27,12 @@ def _config(bm, bn, bk, nsg):
     # tf32's decode pick (8x64 subgroup tiles, BK=32, 256 GRF): an M edge, N past the first
     # workgroup (subgroups 88 columns in, partly and wholly out), a K tail of 8
     ("pvc", "f32", (8, 512, 32, 8), (5, 600, 72)),
+    # the decode picks (autotuner.decode_b_kstep_limit: 8 KB of B a k-step), an M edge, N past the
+    # first workgroup, several k-steps and a K tail: int8 8x128 subgroup tiles at BK=64 (a tail of
+    # 16, half a DPAS K-block), fp16 at BK=32 (a tail of 8)
+    ("pvc", "i8", (8, 512, 64, 4), (5, 600, 400)),
+    ("pvc", "f16", (8, 512, 32, 4), (5, 600, 104)),
+    ("pvc", "f32", (8, 512, 16, 4), (5, 600, 56)),       # tf32's: 8x128 tiles at BK=16, a tail of 8
     # tf32 on bmg (emulation does not version the loop: the fast version's coordinates are
     # tested in tests/codegen/xegpu/test_block_coords.py)
     pytest.param("bmg", "f32", (64, 64, 16, 4), (72, 64, 40), marks=pytest.mark.slow),

@@ -235,8 +235,21 @@ _XE_CONFIGS = [
     # fp16's BK=64 (16 transposed B loads, 128 registers of B). 8x512x64/16sg (8x32 tiles, the
     # pick before) fills the default register file with its 16 B loads (bmg ~30 syncs) and
     # 8x512x64/8sg spills 3.2 KB on pvc: pvc 6.81 -> 4.81, bmg / lnl 4.56 -> 3.31 instructions per
-    # DPAS, 0 spill. fp16 / int8 decode keep BK=64 (here 8 / 4 DPAS a k-step: pvc 3.5 / 4.75).
+    # DPAS, 0 spill. fp16 / int8 decode take 8x512x32/4sg / 8x512x64/4sg below.
     _c(8, 512, 32, 8, 3, "256"),
+    # int8's decode pick: 8x128 tiles with BK=64, 8 KB of B a k-step as fp16's below
+    # (autotuner.decode_b_kstep_limit prunes it for 16- and 32-bit operands): 16 DPAS a k-step,
+    # pvc 2.75, column-major B 4.31; bmg 2.44 / 3.12 instructions per DPAS (8x512x64/8sg: pvc 3.5 /
+    # 5.12, bmg 2.88 / 3.88; 8x64 tiles at BK=128, 8x512x128/8sg: pvc 2.88 / 4.56, bmg 2.5 / 3.44)
+    _c(8, 512, 64, 4, 3, "256"),
+    # fp16 / bf16's decode pick: 8x128 tiles with BK=32 (8 KB of B, 16 DPAS a k-step from one A
+    # load; the 16 transposed B loads of column-major B share 2 coordinates, not 4): pvc 2.75,
+    # column-major 4.31; bmg / lnl / ptl 2.5 / 3.12 (8x512x64/8sg: pvc 2.88 / 4.56, bmg 2.56 / 3.44)
+    _c(8, 512, 32, 4, 3, "256"),
+    # tf32 column-major B's decode pick: 8x128 tiles with BK=16 (8 KB of B, one A load): pvc 4.38,
+    # bmg / lnl / ptl 3.06 (8x512x32/8sg 4.81 / 3.31); row-major tf32 keeps 8x512x32/8sg (here pvc
+    # 3.75, bmg 3.06 against 2.88 / 2.62: 8 row-major B loads a k-step, 4 there)
+    _c(8, 512, 16, 4, 3, "256"),
     _c(16, 256, 32, 16, 3),    # BK=64 here spilled 6.9 KB in the boundary-tile copy of the k-loop
     _c(32, 256, 32, 16, 3),
 ]

@@ -42,6 +42,10 @@ FAST = [
     ("pvc", "i8", (24, 48, 96), (16, 32, 64), True, False),          # int8 B column-major: 32-bit transposed
     ("dg2", "bf16", (24, 24, 48), (8, 16, 32), False, False),
     ("pvc", "f32", (1, 16, 16), (1, 16, 8), False, False),           # tf32, M = 1 (rows interleaved)
+    # the decode picks' subgroup tiles (autotuner.decode_b_kstep_limit): 8x128, int8 at BK=64, fp16
+    # at BK=32; several k-steps, a K tail (int8 16: half a DPAS K-block), M / N edges
+    ("pvc", "i8", (5, 144, 400), (8, 128, 64), False, False),
+    ("pvc", "f16", (5, 136, 104), (8, 128, 32), False, False),
 ]
 
 
