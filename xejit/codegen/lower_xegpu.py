@@ -55,6 +55,7 @@ raise :class:`CompilerError` naming the op and its source line.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
@@ -75,7 +76,7 @@ from . import emulation as emu
 from .abi import kernel_abi
 from .block_reads import BlockReads, Words, words_count
 from .decode_slm import DecodeSlm
-from .parity_dpas import ParityDpas, any_nan, parity_join, parity_split
+from .parity_dpas import ParityDpas, any_nan, parity_join, parity_split, spreads_kept, ways
 from .slm_staging import SlmStaging
 from .transposed_dpas import TLoad, TransposedDpas, TSlice
 from .lowering_base import (LoweringBase, array_span, counted_loop, float_to_int, floor_divide, in_span,
@@ -1919,11 +1920,22 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         checked = bool(plan and plan.pairs) and self.parity_checked(
             self._b_loads(plan, op.regions[0].block.args), plan.a_rows)
 
+        # the cold version: integer B by column parity too, the spread on registers (parity_mode
+        # "registers"); float B packed
+        cold_parity = bool(plan and plan.pairs) and self.parity_kept(
+            self._b_loads(plan, op.regions[0].block.args), plan.a_rows, True, cold=True)
+        if plan is not None and plan.pairs:
+            rf = self.target.registers
+            acc = sum(math.prod(op.operands[3 + p].type.shape) * op.operands[3 + p].type.dtype.bitwidth // 8
+                      for p in plan.acc_positions) // rf.bytes_each
+            v = ways(self._b_loads(plan, op.regions[0].block.args)[0].operands[0].type.dtype.bitwidth)
+            plan.spreads_kept = spreads_kept(acc, v, plan.k_blocks, rf.count - rf.reserved)
+
         def version(fast: bool) -> list:
             counted = Counter(self.instructions)
-            # column parity only where the A^T spread is staged (the fast version, whose
-            # dplan it is: parity_mode); the cold one packs B^T
-            vplan = plan if fast or plan is None or not plan.pairs else replace(plan, pairs=[])
+            # column parity where the A^T spread is staged (the fast version, whose dplan it
+            # is) or, integer B, made on registers (the cold one: parity_mode); else B^T packed
+            vplan = plan if fast or plan is None or not plan.pairs or cold_parity else replace(plan, pairs=[])
             # both versions take the DPAS in K-block order when B is staged (the cold
             # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
             self.kb_order = sp is not None or bool(vplan and vplan.pairs)

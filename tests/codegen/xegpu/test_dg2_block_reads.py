@@ -281,6 +281,13 @@ def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
 
 @pytest.mark.parametrize("tile,shape", [
     ((8, 256, 32), (8, 512, 128)),       # in bounds: the staged spread, 4 k-steps (two loop pairs)
+    # 8x64 tiles: two column groups a subgroup, their DPAS issued together unit by unit, a spread
+    # load for two DPAS (parity_dpas.spreads_kept); in bounds over 4 k-steps, then one workgroup
+    # in bounds and one past N (K in bounds), then M / N edges and a K tail (both cold: B by
+    # parity there too, the spread on registers)
+    ((8, 512, 32), (8, 1024, 128)),
+    pytest.param((8, 512, 32), (8, 700, 128), marks=pytest.mark.slow),
+    ((8, 512, 32), (5, 600, 100)),
     # 3 k-steps: the paired loop leaves between its copies (fp16's case above takes that path)
     pytest.param((8, 256, 32), (8, 256, 96), marks=pytest.mark.slow),
     # an N edge with K in bounds (one version a workgroup; the M / N / K edge case below takes
@@ -290,16 +297,18 @@ def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
     ((8, 512, 32, 16), (8, 512, 64)),    # 16 subgroups, 8 words of A's row a k-step: idle ones
 ])
 def test_int8_row_major_decode_by_column_parity(monkeypatch, tile, shape):
-    """int8 decode 8x32 tiles with row-major B: B read unpacked, four DPAS a group by byte
-    parity (parity_dpas.py), the A^T spread staged in SLM by the workgroup (decode_slm.py) in
-    the fast version, B^T packed in the cold one; int8 values over the whole byte
-    range (negatives, -128 and 127 included) against exact int64 numpy."""
+    """int8 decode 8x32 and 8x64 tiles with row-major B: B read unpacked, four DPAS a group by
+    byte parity (parity_dpas.py), the A^T spread staged in SLM by the workgroup (decode_slm.py)
+    in the fast version, made on registers in the cold one (parity_mode "registers"); int8
+    values over the whole byte range (negatives, -128 and 127 included) against exact int64
+    numpy."""
     M, N, K = shape
     cfg = _config(*tile)
     rng = np.random.default_rng(M * 7 + N + K)
     a = rng.integers(-128, 128, size=(M, K)).astype(np.int8)
     b = rng.integers(-128, 128, size=(K, N)).astype(np.int8)
     a[0, :2], b[:2, 0] = (-128, 127), (-128, 127)
+    a[-1, -3:], b[-3:, -1] = (-128, -128, 127), (-128, 127, -128)      # in the K tail and the edges
     c = poisoned((M, N), "i32")
     kw = dict(**cfg.kwargs, ACC=i32, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
     ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", **kw)
