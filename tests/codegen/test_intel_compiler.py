@@ -837,8 +837,11 @@ def test_lnl_and_ptl_picks_reach_the_goals(target, dtype, col_b, M, bm, bn, bk, 
 # shifts): 5.62 (11.25 per DPAS of work; 180 instructions for two k-steps), 8x256x16/8sg 6.31.
 # Row-major int8 B by byte parity (four DPAS a packed one's work), the spread staged likewise:
 # 8x256x32/8sg 50.25 (B^T packed, 4 DPAS a k-step) -> 6.75 per DPAS issued (216 instructions,
-# 32 DPAS for two k-steps of 4 DPAS of work: 27.0 per DPAS of work; the pick), 6.78 (217) since the
-# cold version packs B^T rather than spread A^T on registers.
+# 32 DPAS for two k-steps of 4 DPAS of work: 27.0 per DPAS of work), 6.78 (217) since the
+# cold version packs B^T rather than spread A^T on registers, 6.72 (215) since it spreads A^T
+# on registers again (for 8x64 tiles). 8x64 tiles (8x512x32/8sg: the pick): 19 KB of spill (8.19)
+# -> 0 and 5.03 (322 for 64 DPAS, 20.1 per DPAS of work), the two column groups' DPAS issued
+# together (parity_dpas.spreads_kept) and the cold version by parity too.
 # Column-major B, 8x64 subgroup tiles (8x512x32/8sg, a library config for M <= 64) with B's lane
 # rows read at the DPAS before their own (lower_xegpu.py, Deferred.ahead: two k-steps an iteration,
 # 32 fp16 / 16 int8 DPAS): fp16 6.72 -> 6.25 (the pick; 8x256x32/8sg 7.94), int8 288 B of spill ->

@@ -17,8 +17,13 @@ NaN being sticky -- so a subgroup whose accumulators hold a NaN after the loop r
 the exact packed path (the cold version, :func:`any_nan`). The spread is staged in SLM by the
 workgroup (``decode_slm.py``): lane l reads row k + l and the spread's register l is element l
 of the 8 rows of K: element e = field e % v of word e // v of A's row, moved to field p (an and,
-a shift, or both: constant shifts and masks). On registers it would cost more than the packing
-(the loop version that does not stage it, the cold one, packs B^T).
+a shift, or both: constant shifts and masks). On registers it would cost more than the packing,
+but takes fewer registers: the cold (bounds-checked) version, which has no barriers, makes it on
+registers for integer B (8x64 tiles: packing there spilled 5.6 KB) and packs float B^T.
+
+Where a tile has several column groups (8x64 tiles: two) their DPAS share each spread; where the
+k-step's spreads do not stay live next to the accumulators (:func:`spreads_kept`) the groups on
+one A slice are issued together, unit by unit, one spread load for all of them.
 
 The loop carries the accumulators of a group of v 8-column blocks (vc .. vc + v - 1) as the
 parity parts E_p (element j = column 8 v c + v j + p); they are permuted on the way in and out
