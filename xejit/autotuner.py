@@ -322,10 +322,11 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             ops = v * v * (BK // op_k) if kept else v if sn == t.dpas.n * v else SPREADS_AHEAD_GROUPED
             kw, kb, extra = op_k, 8, ops * 8 * rf.bytes_each
         elif _by_parity(t, BM, sm, sn, BK, op_k, a_t, b_t, nsg, col_b):
-            # float B by column parity (codegen/parity_dpas.py; the cold version packs B^T): B's
-            # rows are read at their DPAS, one K-block's at a time, next to the A^T spread of that
-            # K-block (32 registers). acm-g10: 8x32 tiles build with 0 spill at BK=16 and 32
-            # (32 + 16 + 32 + 32 = 112 of 112 registers at BK=32), 8x64 tiles spill 3-20 KB (168)
+            # float B by column parity (codegen/parity_dpas.py): B's rows are read at their DPAS,
+            # one K-block's at a time, next to the A^T spread of that K-block (32 registers).
+            # acm-g10: 8x32 tiles build with 0 spill at BK=16 and 32 (32 + 16 + 32 + 32 = 112 of
+            # 112 registers at BK=32), 8x64 tiles spill 4.2 KB (168; the cold version, its B rows
+            # masked to a parity, and around the loops; 20.7 KB while the cold version packed)
             kb, extra = op_k, 32 * t.registers.bytes_each
         elif t.block_io is None and t.dpas is not None and op_k and col_b and sm == BM == t.dpas.max_m and \
                 sn >= _DEFERRED_LANE_ROW_WORDS:

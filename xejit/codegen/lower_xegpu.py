@@ -1916,12 +1916,13 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             if sp is not None:
                 ok = b.and_(ok, self.slm_span_ok(sp, reads, lb, ub))
         # float B by column parity: a subgroup whose accumulators left the loop with a NaN runs
-        # it again packed (an Inf / NaN of B reached its partner columns: parity_dpas.any_nan)
+        # it again by the cold version, which is exact (an Inf / NaN of B reached its partner
+        # columns: parity_dpas.any_nan)
         checked = bool(plan and plan.pairs) and self.parity_checked(
             self._b_loads(plan, op.regions[0].block.args), plan.a_rows)
 
-        # the cold version: integer B by column parity too, the spread on registers (parity_mode
-        # "registers"); float B packed
+        # the cold version by column parity too, the spread on registers, float B's rows masked to
+        # the parity's fields (parity_mode "registers", "registers-masked")
         cold_parity = bool(plan and plan.pairs) and self.parity_kept(
             self._b_loads(plan, op.regions[0].block.args), plan.a_rows, True, cold=True)
         if plan is not None and plan.pairs:
@@ -1934,7 +1935,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         def version(fast: bool) -> list:
             counted = Counter(self.instructions)
             # column parity where the A^T spread is staged (the fast version, whose dplan it
-            # is) or, integer B, made on registers (the cold one: parity_mode); else B^T packed
+            # is) or made on registers (the cold one: parity_mode); else B^T packed
             vplan = plan if fast or plan is None or not plan.pairs or cold_parity else replace(plan, pairs=[])
             # both versions take the DPAS in K-block order when B is staged (the cold
             # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)

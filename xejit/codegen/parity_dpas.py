@@ -14,12 +14,14 @@ The DPAS still multiplies every field of B's word, the zeroed ones by zero: exac
 and for float B (:func:`parity_mode` ``"staged-checked"``) exact while B is finite (0 x finite
 adds a zero); a float B element's Inf or NaN turns its partner columns into NaN -- in every row,
 NaN being sticky -- so a subgroup whose accumulators hold a NaN after the loop runs it again by
-the exact packed path (the cold version, :func:`any_nan`). The spread is staged in SLM by the
+an exact path (the cold version, :func:`any_nan`). The spread is staged in SLM by the
 workgroup (``decode_slm.py``): lane l reads row k + l and the spread's register l is element l
 of the 8 rows of K: element e = field e % v of word e // v of A's row, moved to field p (an and,
 a shift, or both: constant shifts and masks). On registers it would cost more than the packing,
 but takes fewer registers: the cold (bounds-checked) version, which has no barriers, makes it on
-registers for integer B (8x64 tiles: packing there spilled 5.6 KB) and packs float B^T.
+registers (int8 8x64 tiles: packing B^T there spilled 5.6 KB), and for float B keeps only the
+parity's fields of B's words (an and a register: no B element meets a zero, so it is exact, and
+is what the NaN check runs again; fp16 8x64 tiles packed there spilled 20.7 KB, masked 4.2).
 
 Where a tile has several column groups (8x64 tiles: two) their DPAS share each spread; where the
 k-step's spreads do not stay live next to the accumulators (:func:`spreads_kept`) the groups on
@@ -60,10 +62,11 @@ def parity_mode(a_rows: int, b_blocks: int, bits: int, integer: bool, staged: bo
     its DPAS split by column parity, the A^T spread staged in SLM by the workgroup (``staged``:
     ``decode_slm.py`` can) --, ``"staged-checked"`` (float B) the same with the loop run again
     packed where it left a NaN (:func:`any_nan`), or None (B^T packed). ``cold``: the loop's
-    cold (bounds-checked) version, where a staged loop's integer B is ``"registers"`` -- by column
-    parity, the spread made on registers from A^T (no barrier there) -- and float B packed (the
-    exact path the NaN check runs again). The one rule of the lowering, the autotuner and
-    ``block_read_costs.py``.
+    cold (bounds-checked) version of a staged loop: ``"registers"`` (integer B) -- by column
+    parity, the spread made on registers from A^T (no barrier there) -- or ``"registers-masked"``
+    (float B): the same with B's other fields zeroed for each parity (an and a register), so
+    that no B element meets a zero: exact, the path the NaN check runs again. The one rule of
+    the lowering, the autotuner and ``block_read_costs.py``.
 
     * Float B checked: a DPAS A operand word holds all v fields of B's word and the spread zeroes
       only A^T's other fields, so a float B element's Inf or NaN times that zero puts NaN in its
@@ -79,7 +82,7 @@ def parity_mode(a_rows: int, b_blocks: int, bits: int, integer: bool, staged: bo
     if not (ok and staged):
         return None
     if cold:
-        return "registers" if integer else None
+        return "registers" if integer else "registers-masked"
     return "staged" if integer else "staged-checked"
 
 
@@ -212,7 +215,8 @@ class ParityDpas:
     @staticmethod
     def parity_checked(b_loads: list, a_rows: int) -> bool:
         """Whether the column-parity version of the k-loop whose B loads are ``b_loads`` is run
-        again packed where it leaves a NaN (float B: :func:`parity_mode` ``"staged-checked"``)."""
+        again by the exact cold version where it leaves a NaN (float B: :func:`parity_mode`
+        ``"staged-checked"``)."""
         return any(parity_mode(a_rows, len(lb.results), lb.operands[0].type.dtype.bitwidth,
                                lb.operands[0].type.dtype.is_int, True) == "staged-checked" for lb in b_loads)
 
@@ -278,23 +282,44 @@ class ParityDpas:
 
     def parity_issue(self, ta: TSlice, batch: list, f: ir.Function) -> None:
         """The v x v DPAS of the column groups of ``batch`` (``(tb, chunk, {side: (op, acc)})``,
-        all on A slice ``ta``): for each unit of 8 rows of K, each group's B rows, then for each
-        parity its spread (loaded once for all the groups) and the groups' DPAS. The staged
-        version issues the spreads ahead of their DPAS (all of a unit's, or
-        :data:`SPREADS_AHEAD_GROUPED` with several groups), the cold one at their DPAS."""
+        all on A slice ``ta``), unit by unit (8 rows of K): with no more groups than parities
+        each group's B rows, then for each parity its spread (loaded once for all the groups)
+        and the groups' DPAS -- the staged version issues the spreads ahead of their DPAS (all of
+        a unit's with one group, else :data:`SPREADS_AHEAD_GROUPED`), the cold one at their
+        DPAS; with more groups (16-bit B of 8x64 tiles: four groups, two parities) the unit's
+        spreads, then each group's rows and its DPAS. In the cold version float B's rows are
+        masked to the parity's fields (:func:`parity_mode` ``"registers-masked"``)."""
         b = self.b
         at, bt, ct = f.function_type.args
         v = len(batch[0][2])
         staged = self.dplan is not None and self.dplan.spread
-        ahead = (v if len(batch) == 1 else SPREADS_AHEAD_GROUPED) if staged else 1
+        masked = not staged and not batch[0][0].load.td.type.dtype.is_int
+        bits = 32 // v
         es = [[b.bitcast(waiting[q][1], ct) for q in range(v)] for _, _, waiting in batch]
+
+        def dpas(rows: ir.Value, spread: ir.Value, e: list, p: int) -> None:
+            if masked:      # only field p of B's words: nothing meets the spread's zeros
+                keep = ((1 << bits) - 1) << (bits * p)
+                keep = keep - (1 << 32) if keep >= 1 << 31 else keep
+                rows = b.and_(rows, ir.Constant(rows.type, [keep] * rows.type.count))
+                self.instructions["B's fields of the parity kept (cold version, float B)"] += 1
+            e[p] = bi.call(b, f, [b.bitcast(rows, at), spread, e[p]])
+            self.instructions["dpas (column parity: 1 / v of the columns, 8 rows of K)"] += 1
+
         for unit in range(v):
-            rows = [b.bitcast(self.parity_b_rows(tb, chunk, unit), at) for tb, chunk, _ in batch]
+            if len(batch) > v:
+                spreads = [b.bitcast(self.parity_a_spread(ta, unit, p), bt) for p in range(v)]
+                for (tb, chunk, _), e in zip(batch, es):
+                    rows = self.parity_b_rows(tb, chunk, unit)
+                    for p in range(v):
+                        dpas(rows, spreads[p], e, p)
+                continue
+            ahead = (v if len(batch) == 1 else SPREADS_AHEAD_GROUPED) if staged else 1
+            rows = [self.parity_b_rows(tb, chunk, unit) for tb, chunk, _ in batch]
             spreads = [b.bitcast(self.parity_a_spread(ta, unit, p), bt) for p in range(ahead)]
             for p in range(v):
                 for e, r in zip(es, rows):
-                    e[p] = bi.call(b, f, [r, spreads[p], e[p]])
-                    self.instructions["dpas (column parity: 1 / v of the columns, 8 rows of K)"] += 1
+                    dpas(r, spreads[p], e, p)
                 if p + ahead < v:
                     spreads.append(b.bitcast(self.parity_a_spread(ta, unit, p + ahead), bt))
         for (_, _, waiting), e in zip(batch, es):
