@@ -1961,17 +1961,30 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             return res
 
         versions = []
-        with b.if_else(ok) as (then, otherwise):
-            for ctx, fast in ((then, True), (otherwise, False)):
-                with ctx:
-                    res = version(fast)
-                    if fast and checked:
-                        bad = any_nan(b, [res[q] for g in plan.pairs for q in g], self.lane_here())
-                        kept = (res, b.block)
-                        with b.if_then(bad):
-                            again = (version(False), b.block)
-                        res = self._join_versions([again, kept])
+        if checked:
+            # one cold copy, taken by the subgroups out of bounds and by those whose fast loop
+            # left a NaN (both from the initial accumulators): a copy for each made fp16
+            # 8x512x32/8sg spill NNNN B more
+            with b.if_else(ok) as (then, otherwise):
+                with then:
+                    res = version(True)
+                    bad = any_nan(b, [res[q] for g in plan.pairs for q in g], self.lane_here())
                     versions.append((res, b.block))
+                with otherwise:
+                    versions.append(([self._rebuild(r, [ir.Constant(v.type, ir.Undefined) for v in self._flat(r)])
+                                      for r in res], b.block))
+            need = b.phi(I1)
+            need.add_incoming(bad, versions[0][1])
+            need.add_incoming(ir.Constant(I1, 1), versions[1][1])
+            kept = (self._join_versions(versions), b.block)
+            with b.if_then(need):
+                again = (version(False), b.block)
+            versions = [again, kept]
+        else:
+            with b.if_else(ok) as (then, otherwise):
+                for ctx, fast in ((then, True), (otherwise, False)):
+                    with ctx:
+                        versions.append((version(fast), b.block))
         self.instructions["k-loop versioned on block reads in bounds"] += 1
         results = self._join_versions(versions)
         for p in plan.acc_positions if plan else ():
