@@ -106,6 +106,21 @@ def spreads_kept(acc_registers: int, v: int, k_blocks: int, budget: int) -> bool
     return acc_registers + 8 * v * v * k_blocks <= budget
 
 
+def live_operand_registers(groups: int, v: int, kept: bool) -> int:
+    """Registers of B rows and A^T spreads a staged k-step holds at once by the order of
+    :meth:`ParityDpas.parity_issue` (``groups`` column groups of v 8-column blocks on an A
+    slice; ``kept``: :func:`spreads_kept`), 8 each: kept, a K-block's v x v spreads and one
+    group's rows; else with no more groups than parities every group's rows and the spreads
+    issued ahead, with more the unit's v spreads and one group's rows. (The cold version holds
+    fewer: a spread and a group's rows at a time, float B's masked copy.) The autotuner's count
+    (``estimate_gemm``)."""
+    if kept:
+        return 8 * (v * v + 1)
+    if groups > v:
+        return 8 * (v + 1)
+    return 8 * (groups + (v if groups == 1 else SPREADS_AHEAD_GROUPED))
+
+
 def any_nan(b: ir.IRBuilder, accs: list, lane: ir.Value) -> ir.Value:
     """i1, the same in every lane of the subgroup: some element of the float vectors ``accs``
     is a NaN in some lane (an or of ``fcmp uno`` and three xor-shuffles; ``lane``: the
@@ -220,11 +235,12 @@ class ParityDpas:
         return any(parity_mode(a_rows, len(lb.results), lb.operands[0].type.dtype.bitwidth,
                                lb.operands[0].type.dtype.is_int, True) == "staged-checked" for lb in b_loads)
 
-    def parity_b_rows(self, s: TSlice, chunk: int, unit: int) -> ir.Value:
+    def parity_b_rows(self, s: TSlice, chunk: int, unit: int, again: int = 0) -> ir.Value:
         """``<8 x i32>``: lane l's row 8 v g + 8 unit + l of the B load (K-block g), columns
-        8 v chunk .. 8 v chunk + 8 v - 1 of its array blocks: the DPAS A operand as it lies."""
+        8 v chunk .. 8 v chunk + 8 v - 1 of its array blocks: the DPAS A operand as it lies
+        (``again``: read again, a load of its own)."""
         ld = s.load
-        key = ("prows", s.group, chunk, unit)
+        key = ("prows", s.group, chunk, unit, again)
         if key not in ld.cache:
             b = self.b
             v = ways(ld.td.type.dtype.bitwidth)
@@ -287,8 +303,10 @@ class ParityDpas:
         and the groups' DPAS -- the staged version issues the spreads ahead of their DPAS (all of
         a unit's with one group, else :data:`SPREADS_AHEAD_GROUPED`), the cold one at their
         DPAS; with more groups (16-bit B of 8x64 tiles: four groups, two parities) the unit's
-        spreads, then each group's rows and its DPAS. In the cold version float B's rows are
-        masked to the parity's fields (:func:`parity_mode` ``"registers-masked"``)."""
+        spreads, then each group's rows and its DPAS -- in the cold version a parity at a time,
+        each group's rows read again for it (fp16 8x512x32/8sg: a unit's rows or spreads live
+        beside 64 accumulator registers, 1.1 KB of spill there; 0). In the cold version float
+        B's rows are masked to the parity's fields (:func:`parity_mode` ``"registers-masked"``)."""
         b = self.b
         at, bt, ct = f.function_type.args
         v = len(batch[0][2])
@@ -307,12 +325,18 @@ class ParityDpas:
             self.instructions["dpas (column parity: 1 / v of the columns, 8 rows of K)"] += 1
 
         for unit in range(v):
-            if len(batch) > v:
+            if len(batch) > v and staged:
                 spreads = [b.bitcast(self.parity_a_spread(ta, unit, p), bt) for p in range(v)]
                 for (tb, chunk, _), e in zip(batch, es):
                     rows = self.parity_b_rows(tb, chunk, unit)
                     for p in range(v):
                         dpas(rows, spreads[p], e, p)
+                continue
+            if len(batch) > v:      # the cold version: each group's rows read again a parity
+                for p in range(v):
+                    spread = b.bitcast(self.parity_a_spread(ta, unit, p), bt)
+                    for (tb, chunk, _), e in zip(batch, es):
+                        dpas(self.parity_b_rows(tb, chunk, unit, again=p), spread, e, p)
                 continue
             ahead = (v if len(batch) == 1 else SPREADS_AHEAD_GROUPED) if staged else 1
             rows = [self.parity_b_rows(tb, chunk, unit) for tb, chunk, _ in batch]
