@@ -280,7 +280,7 @@ _DG2_CONFIGS = [
     # bf16 BK=16 rowB 7.19 instructions per DPAS issued (8 DPAS by column parity, the A^T spread
     # staged in SLM, codegen/parity_dpas.py; 24.75 with B^T packed), colB 9.25 (A staged in SLM:
     # decode_slm.py); int8 BK=32 rowB 6.72 per DPAS issued (16 DPAS by byte parity; 26.9 per DPAS
-    # of work), colB 9.0; fp16 / bf16 BK=32 rowB 5.75 per DPAS issued (11.5 per DPAS of work; B^T
+    # of work), colB 9.0; fp16 / bf16 BK=32 rowB 5.62 per DPAS issued (11.25 per DPAS of work; B^T
     # packed spilled 736 B), colB 7.94), then 8x16 tiles
     # (fp16 30.0 / 15.0-16.75, BK=32 26.5 / 10.0; int8 55.0 / 14.0-15.5: B^T packed, too narrow
     # for parity). Column-major B takes 8x64 tiles (8x512x32/8sg: fp16 6.25, int8 7.5).
@@ -290,7 +290,9 @@ _DG2_CONFIGS = [
     # makes the A^T spread on registers), the two column groups' DPAS issued together, a spread
     # load for two DPAS (parity_dpas.spreads_kept): 5.03 instructions per DPAS issued (322 for
     # 64; 20.1 per DPAS of work), 0 spill, the int8 rowB decode pick (before: 8.19 and 19 KB of
-    # spill). Row-major fp16 / bf16 B is pruned (its cold version packs B^T: 20.7 KB of spill).
+    # spill). Row-major fp16 / bf16 B likewise, the cold version's rows masked to each parity
+    # (exact: the NaN rerun's path): 4.28 / 4.25 per DPAS issued (274 / 272 for 64; 8.6 per DPAS
+    # of work), 0 spill, the fp16 / bf16 rowB decode pick (before: 20.7 KB of spill).
     # Column-major B: B's lane rows read one DPAS ahead of their own (two ahead in the fast version,
     # lower_xegpu.py LANE_ROWS_AHEAD): fp16 6.25 (bf16 the same path), int8 7.5, 0 spill (read at
     # their DPAS: 6.72, int8 288 B of spill). Ranked for M <= 64 only (matmul.WIDE_DECODE_MAX_M):
