@@ -90,7 +90,7 @@ def parity_mode(a_rows: int, b_blocks: int, bits: int, integer: bool, staged: bo
 #: take them together (:func:`spreads_kept` false): all v of a unit with one group (int8 8x32
 #: tiles: one at a time, Intel's compiler put each in the same registers and waited, 240 -> 216
 #: instructions for two k-steps), two with several (int8 8x64 tiles: all four spilled 64 B, one
-#: 380 instructions for 64 DPAS, two 322, three 2.4 KB of spill). The cold version makes each at
+#: 380 instructions for 64 DPAS, two 322, three 330). The cold version makes each at
 #: its DPAS (on registers).
 SPREADS_AHEAD_GROUPED = 2
 
