@@ -53,7 +53,7 @@ from .codegen.block_read_costs import kstep_costs
 from .codegen.decode_slm import decode_a_staged, decode_spread_staged, staged_slm_bytes
 from .codegen.intel_compiler import find_toolchain
 from .codegen.lower_xegpu import _DEFERRED_LANE_ROW_WORDS, LANE_ROWS_AHEAD
-from .codegen.parity_dpas import parity_mode
+from .codegen.parity_dpas import live_operand_registers, parity_mode, spreads_kept, ways
 from .codegen.passes import pipelining
 from .codegen.passes.blocking import operand_plan
 from .codegen.passes.layout_propagation import mma_layout
@@ -331,11 +331,17 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             kw, kb = min(BK, 512 // a_t.bitwidth), min(BK, 32)
             extra = 2 * _share_words(t, BK, BN, nsg, b_t.bitwidth) * 4 * t.subgroup_size
         elif _by_parity(t, BM, sm, sn, BK, op_k, a_t, b_t, nsg, col_b):
-            # row-major B by column parity (codegen/parity_dpas.py): B's rows are read at their
-            # DPAS, one K-block's at a time, next to the A^T spread of that K-block (32 registers).
-            # acm-g10: 8x32 tiles build with 0 spill at BK=16 and 32 (32 + 16 + 32 + 32 = 112 of
-            # 112 registers at BK=32), 8x64 tiles spill 3 KB (168)
-            kb, extra = op_k, 32 * t.registers.bytes_each
+            # row-major B by column parity in both loop versions (codegen/parity_dpas.py; the cold
+            # one makes the spread on registers): live are a K-block of A^T (the cold version's)
+            # and the B rows and spreads of the order the lowering issues them in
+            # (parity_dpas.live_operand_registers). acm-g10, 0 spill: int8 8x32 tiles (32 + 8 +
+            # 40 of 112 registers), 8x64 (64 + 8 + 32; with the k-step's 16 spreads live 19 KB of
+            # spill); fp16 / bf16 8x32 (32 + 8 + 40), 8x64 (64 + 8 + 24; 20.7 KB of spill while
+            # the cold version packed B^T and was copied for the NaN rerun)
+            rf, v = t.registers, ways(b_t.bitwidth)
+            kept = spreads_kept(sm * sn * acc_t.itemsize // rf.bytes_each, v, BK // op_k, rf.count - rf.reserved)
+            kw, kb = op_k, 0
+            extra = live_operand_registers(sn // (t.dpas.n * v), v, kept) * rf.bytes_each
         elif t.block_io is None and t.dpas is not None and op_k and col_b and sm == BM == t.dpas.max_m and \
                 sn >= _DEFERRED_LANE_ROW_WORDS:
             # column-major B of wide decode tiles (8x64, the workgroup one subgroup tall): each B

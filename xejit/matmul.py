@@ -264,12 +264,13 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     (``codegen/block_read_costs.py``): two instructions per message (the send and its address),
     plus the k-step's packing of B^T on registers, the staged panel's barrier and its loop
     control, which take the place of the tile term's 4 / BK. For 8x4096x4096 this picks the
-    best-measured decode configs (acm-g10): fp16 / bf16 row-major 8x256x32/8sg (8x32 subgroup
-    tiles by column parity with the A^T spread staged in SLM, ``codegen/parity_dpas.py``: 5.75
-    instructions per DPAS issued, 11.5 per DPAS of work; B^T packed 24.75 with 8x256x16/8sg) over
-    8x256x32/16sg (8x16 tiles, 26.5), which the 4 / BK term picked; int8 row-major 8x256x32/8sg
-    (byte parity: 6.78 per DPAS issued, 27.1 per DPAS of work); column-major B takes 8x512x32/8sg (8x64 tiles, fp16 6.25, int8 7.5; ranked only
-    for M <= ``WIDE_DECODE_MAX_M``: ``_shape_prune``). DPAS beyond the work (column parity) count
+    best-measured decode configs (acm-g10): fp16 / bf16 row-major 8x512x32/8sg (8x64 subgroup
+    tiles by column parity with the A^T spread staged in SLM, ``codegen/parity_dpas.py``: 4.28
+    instructions per DPAS issued, 8.6 per DPAS of work; 8x256x32/8sg 5.62; B^T packed 24.75 with
+    8x256x16/8sg) over 8x256x32/16sg (8x16 tiles, 26.5), which the 4 / BK term picked; int8
+    row-major 8x512x32/8sg (byte parity: 5.03 per DPAS issued, 20.1 per DPAS of work);
+    column-major B takes 8x512x32/8sg too (fp16 6.25, int8 7.5). 8x64 tiles are ranked only
+    for M <= ``WIDE_DECODE_MAX_M`` (``_shape_prune``). DPAS beyond the work (column parity) count
     as other instructions, not as DPAS."""
     cores = os.cpu_count() or 1
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)

@@ -55,6 +55,7 @@ raise :class:`CompilerError` naming the op and its source line.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
@@ -75,7 +76,7 @@ from . import emulation as emu
 from .abi import kernel_abi
 from .block_reads import BlockReads, Words, words_count
 from .decode_slm import DecodeSlm
-from .parity_dpas import ParityDpas, any_nan, parity_join, parity_split
+from .parity_dpas import ParityDpas, any_nan, parity_join, parity_split, spreads_kept, ways
 from .slm_staging import SlmStaging
 from .transposed_dpas import TLoad, TransposedDpas, TSlice
 from .lowering_base import (LoweringBase, array_span, counted_loop, float_to_int, floor_divide, in_span,
@@ -1915,15 +1916,27 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             if sp is not None:
                 ok = b.and_(ok, self.slm_span_ok(sp, reads, lb, ub))
         # float B by column parity: a subgroup whose accumulators left the loop with a NaN runs
-        # it again packed (an Inf / NaN of B reached its partner columns: parity_dpas.any_nan)
+        # it again by the cold version, which is exact (an Inf / NaN of B reached its partner
+        # columns: parity_dpas.any_nan)
         checked = bool(plan and plan.pairs) and self.parity_checked(
             self._b_loads(plan, op.regions[0].block.args), plan.a_rows)
 
+        # the cold version by column parity too, the spread on registers, float B's rows masked to
+        # the parity's fields (parity_mode "registers", "registers-masked")
+        cold_parity = bool(plan and plan.pairs) and self.parity_kept(
+            self._b_loads(plan, op.regions[0].block.args), plan.a_rows, True, cold=True)
+        if plan is not None and plan.pairs:
+            rf = self.target.registers
+            acc = sum(math.prod(op.operands[3 + p].type.shape) * op.operands[3 + p].type.dtype.bitwidth // 8
+                      for p in plan.acc_positions) // rf.bytes_each
+            v = ways(self._b_loads(plan, op.regions[0].block.args)[0].operands[0].type.dtype.bitwidth)
+            plan.spreads_kept = spreads_kept(acc, v, plan.k_blocks, rf.count - rf.reserved)
+
         def version(fast: bool) -> list:
             counted = Counter(self.instructions)
-            # column parity only where the A^T spread is staged (the fast version, whose
-            # dplan it is: parity_mode); the cold one packs B^T
-            vplan = plan if fast or plan is None or not plan.pairs else replace(plan, pairs=[])
+            # column parity where the A^T spread is staged (the fast version, whose dplan it
+            # is) or made on registers (the cold one: parity_mode); else B^T packed
+            vplan = plan if fast or plan is None or not plan.pairs or cold_parity else replace(plan, pairs=[])
             # both versions take the DPAS in K-block order when B is staged (the cold
             # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
             self.kb_order = sp is not None or bool(vplan and vplan.pairs)
@@ -1948,17 +1961,30 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             return res
 
         versions = []
-        with b.if_else(ok) as (then, otherwise):
-            for ctx, fast in ((then, True), (otherwise, False)):
-                with ctx:
-                    res = version(fast)
-                    if fast and checked:
-                        bad = any_nan(b, [res[q] for g in plan.pairs for q in g], self.lane_here())
-                        kept = (res, b.block)
-                        with b.if_then(bad):
-                            again = (version(False), b.block)
-                        res = self._join_versions([again, kept])
+        if checked:
+            # one cold copy, taken by the subgroups out of bounds and by those whose fast loop
+            # left a NaN (both from the initial accumulators): with a copy for each, fp16
+            # 8x512x32/8sg spilled 4224 B, with one 1088
+            with b.if_else(ok) as (then, otherwise):
+                with then:
+                    res = version(True)
+                    bad = any_nan(b, [res[q] for g in plan.pairs for q in g], self.lane_here())
                     versions.append((res, b.block))
+                with otherwise:
+                    versions.append(([self._rebuild(r, [ir.Constant(v.type, ir.Undefined) for v in self._flat(r)])
+                                      for r in res], b.block))
+            need = b.phi(I1)
+            need.add_incoming(bad, versions[0][1])
+            need.add_incoming(ir.Constant(I1, 1), versions[1][1])
+            kept = (self._join_versions(versions), b.block)
+            with b.if_then(need):
+                again = (version(False), b.block)
+            versions = [again, kept]
+        else:
+            with b.if_else(ok) as (then, otherwise):
+                for ctx, fast in ((then, True), (otherwise, False)):
+                    with ctx:
+                        versions.append((version(fast), b.block))
         self.instructions["k-loop versioned on block reads in bounds"] += 1
         results = self._join_versions(versions)
         for p in plan.acc_positions if plan else ():

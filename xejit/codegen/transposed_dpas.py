@@ -65,6 +65,9 @@ class TPlan:
     #: row-major integer B read unpacked, its DPAS split by column parity (``parity_dpas.py``);
     #: empty: packed B^T
     pairs: list = field(default_factory=list)
+    #: column-parity groups on one A slice issued each on its own, the k-step's spreads live
+    #: across them (``parity_dpas.spreads_kept``); else together, unit by unit
+    spreads_kept: bool = True
 
 
 class TransposedDpas:

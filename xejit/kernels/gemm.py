@@ -265,7 +265,7 @@ _XE_CONFIGS = [
 # 256x64x512 4.95 (16 words a work item, 64 KB of SLM), BK=256 5.36, BK=128 6.19, BK=32-64 8.5-14.25, 16x8 26.5. Not
 # staged: fp16/bf16 32x16 tiles with BK=16 9.25, decode 8x32 tiles 24.75 (B^T packed; by column
 # parity 7.19 per DPAS issued, BK=32 5.75: below), 8x16 tiles 30.0, BK=32
-# 26.5; int8 decode 66.25 (8x32) / 72.0 (configs with BK=16 are pruned for int8: K=32
+# 26.5; int8 decode 66.25 (8x32) / 72.0 B^T packed (by byte parity 6.72 / 8x64 tiles 5.03: below) (configs with BK=16 are pruned for int8: K=32
 # per DPAS). 32x16 tiles with BK=32 spill; fp16 BK=256 (16 words a work item) spills 128 B and
 # is pruned, fp16 BK=512 (32 words: not staged) 33 KB. Column-major B (a Linear layer's [N, K]
 # weights, no packing): decode 9.88 (8x32, BK=32), 11.5 (8x32, BK=16), 20.5 / 16.5 (8x16, BK=16 /
@@ -292,15 +292,21 @@ _DG2_CONFIGS = [
     # small M (decode-like shapes). 8x32 subgroup tiles first (4 DPAS of work a k-step: fp16 /
     # bf16 BK=16 rowB 7.19 instructions per DPAS issued (8 DPAS by column parity, the A^T spread
     # staged in SLM, codegen/parity_dpas.py; 24.75 with B^T packed), colB 9.25 (A staged in SLM:
-    # decode_slm.py); int8 BK=32 rowB 6.78 per DPAS issued (16 DPAS by byte parity; 27.1 per DPAS
-    # of work), colB 9.0; fp16 / bf16 BK=32 rowB 5.75 per DPAS issued (11.5 per DPAS of work; B^T
+    # decode_slm.py); int8 BK=32 rowB 6.72 per DPAS issued (16 DPAS by byte parity; 26.9 per DPAS
+    # of work), colB 9.0; fp16 / bf16 BK=32 rowB 5.62 per DPAS issued (11.25 per DPAS of work; B^T
     # packed spilled 736 B), colB 7.94), then 8x16 tiles
     # (fp16 30.0 / 15.0-16.75, BK=32 26.5 / 10.0; int8 55.0 / 14.0-15.5: B^T packed, too narrow
     # for parity). Column-major B takes 8x64 tiles (8x512x32/8sg: fp16 6.25, int8 7.5).
     _c(8, 256, 16, 8, 2),
     _c(8, 256, 32, 8, 2),
-    # column-major B only (row-major B spills it: 3.9 KB fp16, 5.6 KB int8; pruned): 8x64 subgroup
-    # tiles, B's lane rows read one DPAS ahead of their own (two ahead in the fast version,
+    # 8x64 subgroup tiles. Row-major int8 B by byte parity in both loop versions (the cold one
+    # makes the A^T spread on registers), the two column groups' DPAS issued together, a spread
+    # load for two DPAS (parity_dpas.spreads_kept): 5.03 instructions per DPAS issued (322 for
+    # 64; 20.1 per DPAS of work), 0 spill, the int8 rowB decode pick (before: 8.19 and 19 KB of
+    # spill). Row-major fp16 / bf16 B likewise, the cold version's rows masked to each parity
+    # (exact: the NaN rerun's path): 4.28 / 4.25 per DPAS issued (274 / 272 for 64; 8.6 per DPAS
+    # of work), 0 spill, the fp16 / bf16 rowB decode pick (before: 20.7 KB of spill).
+    # Column-major B: B's lane rows read one DPAS ahead of their own (two ahead in the fast version,
     # lower_xegpu.py LANE_ROWS_AHEAD): fp16 6.25 (bf16 the same path), int8 7.5, 0 spill (read at
     # their DPAS: 6.72, int8 288 B of spill). Ranked for M <= 64 only (matmul.WIDE_DECODE_MAX_M):
     # the per-DPAS model would take it for 4096^3 column-major B too. Not listed: 8x512x64/8sg (int8

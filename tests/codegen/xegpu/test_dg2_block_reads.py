@@ -251,16 +251,16 @@ def _gemm_onto_c(a, b, c, M, N, K, BM: xl.constexpr, BN: xl.constexpr, BK: xl.co
     xl.store_tile(tc, acc)
 
 
-def _parity_onto_c(monkeypatch, a, b, c0):
-    """c0 + a @ b by ``_gemm_onto_c`` with 8x256x32/8sg decode tiles under dg2 emulation, after
+def _parity_onto_c(monkeypatch, a, b, c0, BN: int = 256):
+    """c0 + a @ b by ``_gemm_onto_c`` with 8xBNx32/8sg decode tiles under dg2 emulation, after
     checking that the compile takes column parity (c0 is left as it was)."""
     (M, K), N = a.shape, b.shape[1]
-    kw = {"BM": 8, "BN": 256, "BK": 32, "num_subgroups": 8, "num_stages": 2}
+    kw = {"BM": 8, "BN": BN, "BK": 32, "num_subgroups": 8, "num_stages": 2}
     ck = _gemm_onto_c.compile(a, b, c0, M, N, K, target="dg2", **kw)
     assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
     use_mode(monkeypatch, "dg2")
     c = c0.copy()
-    _gemm_onto_c[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, c, M, N, K, **kw)
+    _gemm_onto_c[(xejit.cdiv(M, 8), xejit.cdiv(N, BN))](a, b, c, M, N, K, **kw)
     return c
 
 
@@ -281,6 +281,13 @@ def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
 
 @pytest.mark.parametrize("tile,shape", [
     ((8, 256, 32), (8, 512, 128)),       # in bounds: the staged spread, 4 k-steps (two loop pairs)
+    # 8x64 tiles: two column groups a subgroup, their DPAS issued together unit by unit, a spread
+    # load for two DPAS (parity_dpas.spreads_kept); in bounds over 4 k-steps, then one workgroup
+    # in bounds and one past N (K in bounds), then M / N edges and a K tail (both cold: B by
+    # parity there too, the spread on registers)
+    ((8, 512, 32), (8, 1024, 128)),
+    pytest.param((8, 512, 32), (8, 700, 128), marks=pytest.mark.slow),
+    ((8, 512, 32), (5, 600, 100)),
     # 3 k-steps: the paired loop leaves between its copies (fp16's case above takes that path)
     pytest.param((8, 256, 32), (8, 256, 96), marks=pytest.mark.slow),
     # an N edge with K in bounds (one version a workgroup; the M / N / K edge case below takes
@@ -290,16 +297,18 @@ def test_column_parity_accumulators_start_from_c(monkeypatch, shape):
     ((8, 512, 32, 16), (8, 512, 64)),    # 16 subgroups, 8 words of A's row a k-step: idle ones
 ])
 def test_int8_row_major_decode_by_column_parity(monkeypatch, tile, shape):
-    """int8 decode 8x32 tiles with row-major B: B read unpacked, four DPAS a group by byte
-    parity (parity_dpas.py), the A^T spread staged in SLM by the workgroup (decode_slm.py) in
-    the fast version, B^T packed in the cold one; int8 values over the whole byte
-    range (negatives, -128 and 127 included) against exact int64 numpy."""
+    """int8 decode 8x32 and 8x64 tiles with row-major B: B read unpacked, four DPAS a group by
+    byte parity (parity_dpas.py), the A^T spread staged in SLM by the workgroup (decode_slm.py)
+    in the fast version, made on registers in the cold one (parity_mode "registers"); int8
+    values over the whole byte range (negatives, -128 and 127 included) against exact int64
+    numpy."""
     M, N, K = shape
     cfg = _config(*tile)
     rng = np.random.default_rng(M * 7 + N + K)
     a = rng.integers(-128, 128, size=(M, K)).astype(np.int8)
     b = rng.integers(-128, 128, size=(K, N)).astype(np.int8)
     a[0, :2], b[:2, 0] = (-128, 127), (-128, 127)
+    a[-1, -3:], b[-3:, -1] = (-128, -128, 127), (-128, 127, -128)      # in the K tail and the edges
     c = poisoned((M, N), "i32")
     kw = dict(**cfg.kwargs, ACC=i32, num_subgroups=cfg.num_subgroups, num_stages=cfg.num_stages)
     ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", **kw)
@@ -311,24 +320,28 @@ def test_int8_row_major_decode_by_column_parity(monkeypatch, tile, shape):
     np.testing.assert_array_equal(c, a.astype(np.int64) @ b.astype(np.int64))
 
 
-@pytest.mark.parametrize("dtype", ["f16", pytest.param("bf16", marks=pytest.mark.slow)])
-def test_float_row_major_decode_keeps_non_finite_b_in_its_column(monkeypatch, dtype):
+@pytest.mark.parametrize("dtype,BN,BK", [
+    ("f16", 256, 16), pytest.param("bf16", 256, 16, marks=pytest.mark.slow),
+    ("f16", 512, 32),       # 8x64 tiles: four column groups, a spread for all of them
+])
+def test_float_row_major_decode_keeps_non_finite_b_in_its_column(monkeypatch, dtype, BN, BK):
     """Decode 8x32 tiles with row-major fp16 / bf16 B holding an Inf, a -Inf and a NaN: each stays
     in its own column (numpy's Inf / NaN there), every other column matches float64 numpy. By
     column parity (parity_dpas.py) a DPAS A operand word holds two of B's columns and the A^T
     spread zeroes only the other half, so 0 x Inf puts NaN in the partner column: the subgroups
-    that see a NaN run the loop again packed (parity_mode "staged-checked")."""
-    M, N, K = 8, 512, 64
+    that see a NaN run the loop again by the cold version, exact: B's rows masked to each
+    parity's fields (parity_mode "staged-checked", "registers-masked")."""
+    M, N, K = 8, 1024, 64
     rng = np.random.default_rng(17)
     a, b = rand(rng, (M, K), dtype), rand(rng, (K, N), dtype)
     a[a == 0] = 1            # a zero A element would make numpy's own 0 x Inf
     b[3, 0], b[5, 9], b[20, 130] = np.inf, np.nan, -np.inf
     c = poisoned((M, N), dtype)
-    kw = {"BM": 8, "BN": 256, "BK": 16, "num_subgroups": 8, "num_stages": 2}
+    kw = {"BM": 8, "BN": BN, "BK": BK, "num_subgroups": 8, "num_stages": 2}
     ck = gemm_kernel.compile(a, b, a, c, M, N, K, target="dg2", **kw)
     assert ck.instructions.get("dpas (column parity: 1 / v of the columns, 8 rows of K)"), dict(ck.instructions)
     use_mode(monkeypatch, "dg2")
-    gemm_kernel[(xejit.cdiv(M, 8), xejit.cdiv(N, 256))](a, b, a, c, M, N, K, **kw)
+    gemm_kernel[(xejit.cdiv(M, 8), xejit.cdiv(N, BN))](a, b, a, c, M, N, K, **kw)
     ref, got = f64(a) @ f64(b), f64(c)
     bad = ~np.isfinite(ref).all(axis=0)
     assert list(np.flatnonzero(bad)) == [0, 9, 130]
@@ -340,8 +353,13 @@ def test_float_row_major_decode_keeps_non_finite_b_in_its_column(monkeypatch, dt
 
 @pytest.mark.parametrize("dtype,tile,shape", [
     ("f16", (8, 256, 32), (8, 512, 128)),     # in bounds: the staged spread, 4 k-steps
-    ("f16", (8, 256, 32), (6, 270, 100)),     # M / N edges and a K tail: the cold version packs
+    ("f16", (8, 256, 32), (6, 270, 100)),     # M / N edges and a K tail: the cold version
     pytest.param("bf16", (8, 256, 32), (8, 512, 128), marks=pytest.mark.slow),
+    # 8x64 tiles (four column groups of two parities): in bounds over 4 k-steps; M / N edges and
+    # a K tail (the cold version: a parity at a time, B's rows masked); one workgroup past N
+    ("f16", (8, 512, 32), (8, 1024, 128)),
+    ("f16", (8, 512, 32), (5, 600, 100)),
+    pytest.param("bf16", (8, 512, 32), (8, 700, 128), marks=pytest.mark.slow),
 ])
 def test_float_row_major_decode_by_column_parity(monkeypatch, dtype, tile, shape):
     """fp16 / bf16 decode 8x32 tiles with row-major B by column parity (parity_dpas.py, the A^T
@@ -360,7 +378,8 @@ def test_float_row_major_decode_by_column_parity(monkeypatch, dtype, tile, shape
     check(c, f64(a) @ f64(b), dtype)
 
 
-def test_float_column_parity_runs_again_from_c(monkeypatch):
+@pytest.mark.parametrize("BN", [256, pytest.param(512, marks=pytest.mark.slow)])
+def test_float_column_parity_runs_again_from_c(monkeypatch, BN):
     """c += a @ b with fp32 accumulators from c's tile, fp16 row-major B by column parity: a NaN
     in c (its own element only) and an Inf in B (its own column only) make the subgroups that
     see them run the loop again packed from c's values, not from the parity loop's (whose
@@ -372,7 +391,7 @@ def test_float_column_parity_runs_again_from_c(monkeypatch):
     c0 = rand(rng, (M, N), "f32")
     c0[2, 40] = np.nan
     b[7, 301] = np.inf
-    c = _parity_onto_c(monkeypatch, a, b, c0)
+    c = _parity_onto_c(monkeypatch, a, b, c0, BN)
     with np.errstate(invalid="ignore"):
         ref = f64(c0) + f64(a) @ f64(b)
     np.testing.assert_array_equal(np.isnan(c), np.isnan(ref))
