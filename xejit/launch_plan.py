@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import options
+from .runtime import cpu_threads
 from .runtime import launch as _rt
 from .arguments import LAUNCH_OPTIONS, launch_grid
 from .codegen.abi import ADDRESS_KINDS, WRITTEN_KINDS
@@ -307,6 +308,8 @@ class LaunchPlan:
         except Exception as e:  # noqa: BLE001  (dpctl's submit errors become one xejit error type)
             raise LaunchError(f"{self.name}: launch of {ranges[0][::-1]} work-items in workgroups of "
                               f"{ranges[1][::-1]} failed: {e}") from None
+        if cpu_threads._countdown:
+            cpu_threads.after_launch()
         return True
 
 

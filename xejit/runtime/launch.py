@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentValueError, LaunchError
 from ..codegen.abi import ADDRESS_KINDS, ARRAY_KINDS, WRITTEN_KINDS
+from . import cpu_threads
 from .device import Device
 from .usm_array import from_object
 
@@ -458,6 +459,8 @@ class Kernel:
             except Exception as e:  # dpctl's submit errors become one xejit error type
                 raise LaunchError(f"{self.name}: launch of grid {tuple(grid)} x workgroup {tuple(block)} "
                                   f"failed: {e}") from None
+            if cpu_threads._countdown:
+                cpu_threads.after_launch()
             for staged, arr in m.copy_back:
                 if not arr.size:
                     continue
