@@ -414,6 +414,8 @@ class Kernel:
     device: Device
 
     _ranges: dict = field(default_factory=dict, repr=False)   # (grid, block) -> dpctl's ranges
+    #: the program's DirectProgram (runtime/opencl_launch.py: prepared launches through OpenCL), or None
+    direct: object = field(default=None, repr=False)
 
     def __post_init__(self):
         bad = [k for k in self.signature if k not in ARG_KINDS]
