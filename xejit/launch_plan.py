@@ -328,6 +328,8 @@ class LaunchPlan:
             ranges = self.ranges
         if ranges is None:
             return True   # an empty grid launches nothing
+        if cpu_threads._on_cpu:
+            cpu_threads.before_launch()
         if direct is not None:
             direct.run(k, *(self.cl_ranges if ranges is self.ranges and self.cl_ranges is not None
                             else cl_ranges(ranges)))

@@ -27,7 +27,8 @@ notebook) is honoured at the next compile or launch, and nothing is parsed twice
 ``XEJIT_BUILD_LOG``       a file that receives a JSON line per driver build (seconds, SPIR-V
                           size, kernels, the running test): how build times are surveyed
 ``XEJIT_CPU_AFFINITY``    ``runtime``: keep the OpenCL CPU runtime's pinning of its worker threads
-                          (default: they get the process's CPU mask back; runtime/cpu_threads.py)
+                          (default ``apart``: a worker pinned to the launching thread's CPU is moved
+                          to a CPU without one; runtime/cpu_threads.py)
 ========================  ===============================================================
 
 Flags are off when unset, empty, ``0``, ``false``, ``no`` or ``off`` (any case).
@@ -168,8 +169,8 @@ def _host_arrays(v: str | None) -> str | None:
 
 def _cpu_affinity(v: str | None) -> str | None:
     v = (v or "").strip().lower() or None
-    if v not in (None, "runtime", "free"):
-        raise XejitValueError(f"XEJIT_CPU_AFFINITY must be 'runtime' or 'free', got {v!r}")
+    if v not in (None, "runtime", "apart"):
+        raise XejitValueError(f"XEJIT_CPU_AFFINITY must be 'runtime' or 'apart', got {v!r}")
     return v
 
 

@@ -1,4 +1,4 @@
-"""The OpenCL CPU runtime's pinned worker threads get the process's CPU mask back
+"""The OpenCL CPU runtime's pinned worker threads are kept off the launching thread's CPU
 (xejit/runtime/cpu_threads.py)."""
 import os
 import threading
@@ -10,55 +10,68 @@ from xejit.runtime import build_program, cpu_threads, default_device
 
 from . import kernels
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-                                reason="needs Linux thread affinities and at least 2 CPUs")
+pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2
+                                or cpu_threads._getcpu is None,
+                                reason="needs Linux thread affinities, sched_getcpu and at least 2 CPUs")
 
 
-def _started_since_import() -> dict[int, set[int]]:
-    return {t: os.sched_getaffinity(t) for t in map(int, os.listdir("/proc/self/task")) if t not in cpu_threads._before}
+@pytest.fixture
+def pinned_main():
+    """Runs the test's launches from one CPU at a time (the thread's mask is restored after)."""
+    mask = os.sched_getaffinity(0)
+    yield lambda cpu: os.sched_setaffinity(0, {cpu})
+    os.sched_setaffinity(0, mask)
 
 
-def test_runtime_workers_are_not_pinned_after_launches(monkeypatch):
-    """The runtime pins its TBB worker to one core on its first work (CPU 1 of 2 here); after a
-    few launches of a kernel with more work-groups than CPUs no thread it started is pinned."""
+def test_launch_moves_the_runtime_worker_off_the_launching_cpu(monkeypatch, pinned_main):
+    """The runtime pins its TBB worker to one CPU on its first work (CPU 1 of 2 here); a launch
+    from that CPU first pins the worker to another, and the results stay right."""
     monkeypatch.delenv("XEJIT_CPU_AFFINITY", raising=False)
     dev = default_device()
     if dev.kind != "cpu":
         pytest.skip("the OpenCL CPU device is not the default device")
     vadd = build_program(kernels.vadd_f32()).kernel("vadd", ["ptr_in", "ptr_in", "ptr", "i32", "f32"])
     assert cpu_threads._mask == frozenset(os.sched_getaffinity(0))   # watched since the device was made
-    # (earlier tests' launches moved the next look far ahead: look after the 1st, 2nd, 4th again)
-    monkeypatch.setattr(cpu_threads, "_countdown", 1)
-    monkeypatch.setattr(cpu_threads, "_interval", 1)
     n = 64 * 1024
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
     c = np.full(n, np.nan, np.float32)
+    # (earlier tests' launches moved the next look far ahead: look after the 1st, 2nd, 4th again)
+    monkeypatch.setattr(cpu_threads, "_countdown", 1)
+    monkeypatch.setattr(cpu_threads, "_interval", 1)
     for _ in range(4):
         vadd.launch((n // 64,), (64,), a, b, c, n, 0.5)
-    np.testing.assert_allclose(c, a.astype(np.float64) + 0.5 * b, rtol=1e-6)
-    mask = os.sched_getaffinity(0)
-    started = _started_since_import()
-    assert started, "the runtime started no worker thread"
-    assert all(cpus == mask for cpus in started.values()), started
+    assert cpu_threads._workers, "no runtime worker found pinned to a CPU"
+    for tid, cpu in list(cpu_threads._workers.items()):
+        assert os.sched_getaffinity(tid) == {cpu}
+        pinned_main(cpu)
+        c[...] = np.nan
+        vadd.launch((n // 64,), (64,), a, b, c, n, 0.5)
+        np.testing.assert_allclose(c, a.astype(np.float64) + 0.5 * b, rtol=1e-6)
+        moved = os.sched_getaffinity(tid)
+        assert len(moved) == 1 and moved != {cpu} and moved == {cpu_threads._workers[tid]}
 
 
 @pytest.mark.parametrize("setting", [None, "runtime"])
-def test_release_gives_a_pinned_new_thread_the_mask(monkeypatch, setting):
-    """A thread started after the import and pinned to one CPU gets the watched mask back, unless
-    XEJIT_CPU_AFFINITY=runtime; the threads of before the import are never touched."""
+def test_a_pinned_thread_on_the_launching_cpu_is_moved(monkeypatch, pinned_main, setting):
+    """A thread started after the import and pinned to one CPU counts as a worker; before a launch
+    from its CPU it is pinned to a CPU without one, unless XEJIT_CPU_AFFINITY=runtime."""
     if setting is None:
         monkeypatch.delenv("XEJIT_CPU_AFFINITY", raising=False)
     else:
         monkeypatch.setenv("XEJIT_CPU_AFFINITY", setting)
-    monkeypatch.setattr(cpu_threads, "_mask", frozenset(os.sched_getaffinity(0)))
-    one = {max(os.sched_getaffinity(0))}
+    mask = frozenset(os.sched_getaffinity(0))
+    monkeypatch.setattr(cpu_threads, "_mask", mask)
+    monkeypatch.setattr(cpu_threads, "_workers", {})
+    monkeypatch.setattr(cpu_threads, "_on_cpu", {})
+    monkeypatch.setattr(cpu_threads, "_before", frozenset(cpu_threads._threads()))   # (the real workers too)
+    cpu = max(mask)
     done, ready = threading.Event(), threading.Event()
     tid = []
 
     def body():
         tid.append(threading.get_native_id())
-        os.sched_setaffinity(0, one)
+        os.sched_setaffinity(0, {cpu})
         ready.set()
         done.wait(10)
 
@@ -66,12 +79,17 @@ def test_release_gives_a_pinned_new_thread_the_mask(monkeypatch, setting):
     t.start()
     try:
         ready.wait(10)
-        main = threading.get_native_id()
-        main_before = os.sched_getaffinity(main)
-        cpu_threads.release_pinned_workers()
-        expect = one if setting == "runtime" else set(cpu_threads._mask)
+        assert cpu_threads.find_workers() == 1 and cpu_threads._workers == {tid[0]: cpu}
+        pinned_main(cpu)
+        cpu_threads.before_launch()
+        expect = {cpu} if setting == "runtime" else {min(mask)}
         assert os.sched_getaffinity(tid[0]) == expect
-        assert os.sched_getaffinity(main) == main_before
+        assert cpu_threads._on_cpu == {next(iter(expect)): tid[0]}
+        pinned_main(min(mask))   # launching from the CPU it went to moves it back (runtime: never moved)
+        cpu_threads.before_launch()
+        assert os.sched_getaffinity(tid[0]) == {cpu}
+        cpu_threads.before_launch()   # and from elsewhere nothing moves
+        assert os.sched_getaffinity(tid[0]) == {cpu}
     finally:
         done.set()
         t.join()

@@ -1,35 +1,43 @@
-"""The OpenCL CPU runtime's worker threads, given the process's CPU affinity back (Linux).
+"""The OpenCL CPU runtime's worker threads, kept off the core of the thread that launches (Linux).
 
 The runtime (``libintelocl`` 2026.21) runs a kernel's work-groups on TBB worker threads and on
 the thread that launched it, which runs work-groups itself while it waits. Each worker pins itself
-to one core when it first enters the runtime's arena (``TaskDispatcher::OnThreadEntry`` ->
-``clSetThreadAffinityToCore``: on a 2-CPU machine the one worker to CPU 1), while the launching
-thread (the caller's) is not pinned. When the scheduler puts the launching thread on a worker's
-core -- it keeps it there while both spin -- the two share one core for as long as the launches
-go on and a kernel of many work-groups runs at one core's speed: 1x2048x2048 fp32 GEMV kernel
-0.35 ms with the launching thread held on CPU 1, 0.19 ms on CPU 0 (``benchmarks/bench_gemv.py``'s
-docstring). ``benchmarks/run.py``'s decode row swung between those two figures from one timed
-series to the next: which core the launching thread woke on after the series' sleep.
+to one core when it first gets work (``TaskDispatcher::OnThreadEntry`` ->
+``clSetThreadAffinityToCore``; on a 2-CPU machine its one worker to CPU 1), leaving core 0 to the
+launching thread -- which is the caller's thread, not pinned, so the scheduler may run it on the
+worker's core. Then the two share one core, and keep sharing it while both spin between launches:
+a kernel of many work-groups runs at one core's speed. 1x2048x2048 fp32 GEMV kernel, launching
+thread held on a CPU during a 0.1 s sleep and then free, series of 100 launches: 0.14-0.20 ms a
+launch from CPU 0, 0.33-0.45 ms from CPU 1, in every series (docs/autotune-and-matmul.md, "Where
+a decode GEMV's time goes"); ``benchmarks/run.py``'s decode figures swung between those two from
+one timed series to the next (which CPU the launching thread woke on after the series' sleep).
+Unpinning the workers instead left the placement to the scheduler, which also stacked them (13 of
+24 such series fast against 12 of 24 pinned, loaded machine).
 
-So the threads the runtime pinned get the mask of the thread that made the CPU device's queue
-back, and the scheduler places them: after a few launches (1, 2, 4, ... up to 2^16: each worker
-pins itself when work first reaches it), every thread started since xejit's runtime was imported
-and pinned to a single CPU of that mask is given the whole mask. Threads that existed before are
-never touched (so a runtime dpctl had started before xejit was imported keeps its pinning). ``XEJIT_CPU_AFFINITY=runtime`` leaves the runtime's pinning
-as it is.
+So before each launch the launching thread's CPU is read (``sched_getcpu``); when a worker is
+pinned to it, that worker is pinned to a CPU of the mask no worker has instead. Workers are found
+after launches 1, 2, 4, ... (up to 2^16: each worker pins itself when work first reaches it):
+threads started since xejit's runtime was imported (threads of before are never touched, so the
+workers of a runtime dpctl had started before xejit was imported are not found) and pinned to one
+CPU of the mask of the thread that made the CPU device's queue. ``XEJIT_CPU_AFFINITY=runtime``
+leaves the runtime's pinning as it is.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 
 from .. import options
 
-#: launches until the next look at the threads (0: not watching)
+#: launches until the next look for workers (0: not looking)
 _countdown = 0
 _interval = 1
 _LAST_INTERVAL = 1 << 16
 _mask: frozenset = frozenset()
+#: the runtime's workers found: thread id -> the one CPU it is pinned to; and the CPU -> thread id
+_workers: dict[int, int] = {}
+_on_cpu: dict[int, int] = {}
 _lock = threading.Lock()
 
 
@@ -45,53 +53,85 @@ def _threads() -> list[int]:
 _before = frozenset(_threads())
 
 
+def _sched_getcpu():
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).sched_getcpu
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = ctypes.c_int, []
+    return fn
+
+
+_getcpu = _sched_getcpu()
+
+
 def watch() -> None:
-    """Start watching for the runtime's pinned workers: called when a CPU device's queue is made,
-    from the thread whose CPU mask they get."""
+    """Start looking for the runtime's pinned workers: called when a CPU device's queue is made,
+    from the thread whose CPU mask bounds where they may go."""
     global _countdown, _interval, _mask
-    if not hasattr(os, "sched_setaffinity") or options.current().cpu_affinity == "runtime":
+    if not hasattr(os, "sched_setaffinity") or _getcpu is None or options.current().cpu_affinity == "runtime":
         return
     mask = frozenset(os.sched_getaffinity(0))
     if len(mask) < 2:
         return
     with _lock:
-        if _countdown:
+        if _countdown or _mask:
             return
         _mask = mask
         _countdown, _interval = 1, 1
 
 
 def after_launch() -> None:
-    """Called after each launch while watching (``_countdown`` non-zero): every 1, 2, 4, ...
-    launches, give the runtime's pinned workers the mask back."""
+    """Called after each launch while looking (``_countdown`` non-zero): every 1, 2, 4, ...
+    launches, find the workers."""
     global _countdown, _interval
     _countdown -= 1
     if _countdown > 0:
         return
     _interval *= 2
     _countdown = _interval if _interval <= _LAST_INTERVAL else 0
-    release_pinned_workers()
+    find_workers()
 
 
-def release_pinned_workers() -> int:
-    """Give every thread started since :func:`watch` and pinned to one CPU of the watched mask
-    that mask; the number of threads changed."""
-    if not _mask or options.current().cpu_affinity == "runtime":
+def find_workers() -> int:
+    """Record every thread started since the import and pinned to one CPU of the watched mask
+    (the runtime's workers); the number of workers known."""
+    if not _mask:
         return 0
-    changed = 0
-    for tid in _threads():
-        if tid in _before:
-            continue
-        try:
-            cpus = os.sched_getaffinity(tid)
+    with _lock:
+        for tid in _threads():
+            if tid in _before or tid in _workers:
+                continue
+            try:
+                cpus = os.sched_getaffinity(tid)
+            except OSError:   # the thread ended meanwhile
+                continue
             if len(cpus) == 1 and cpus < _mask:
-                os.sched_setaffinity(tid, _mask)
-                changed += 1
-        except OSError:   # the thread ended meanwhile
-            continue
-    return changed
+                cpu = next(iter(cpus))
+                _workers[tid] = cpu
+                _on_cpu[cpu] = tid
+        return len(_workers)
 
 
-def watching() -> bool:
-    """Whether launches still look for pinned workers."""
-    return _countdown > 0
+def before_launch() -> None:
+    """Called before each launch once workers are known: if one is pinned to the CPU this thread
+    runs on, pin it to a CPU of the mask that has no worker (none: leave it)."""
+    cpu = _getcpu()
+    tid = _on_cpu.get(cpu)
+    if tid is None:
+        return
+    if options.current().cpu_affinity == "runtime":
+        return
+    with _lock:
+        if _on_cpu.get(cpu) != tid:
+            return
+        free = sorted(_mask - set(_on_cpu) - {cpu})
+        if not free:
+            return
+        try:
+            os.sched_setaffinity(tid, {free[0]})
+        except OSError:   # the thread ended: forget it
+            del _workers[tid], _on_cpu[cpu]
+            return
+        del _on_cpu[cpu]
+        _workers[tid], _on_cpu[free[0]] = free[0], tid

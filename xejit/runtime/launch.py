@@ -454,6 +454,8 @@ class Kernel:
                                                  or queue.sycl_device != self.device.sycl_device):
             raise LaunchError(f"{self.name}: the queue is not on the program's device and context")
         m = _marshal(self, args, queue)
+        if cpu_threads._on_cpu:
+            cpu_threads.before_launch()
         try:
             try:
                 # (dpctl's submit() waits itself; the event's wait() would be a second one)
