@@ -7,12 +7,12 @@ to one core when it first gets work (``TaskDispatcher::OnThreadEntry`` ->
 launching thread -- which is the caller's thread, not pinned, so the scheduler may run it on the
 worker's core. Then the two share one core, and keep sharing it while both spin between launches:
 a kernel of many work-groups runs at one core's speed. 1x2048x2048 fp32 GEMV kernel, launching
-thread held on a CPU during a 0.1 s sleep and then free, series of 100 launches: 0.14-0.20 ms a
-launch from CPU 0, 0.33-0.45 ms from CPU 1, in every series (docs/autotune-and-matmul.md, "Where
-a decode GEMV's time goes"); ``benchmarks/run.py``'s decode figures swung between those two from
-one timed series to the next (which CPU the launching thread woke on after the series' sleep).
-Unpinning the workers instead left the placement to the scheduler, which also stacked them (13 of
-24 such series fast against 12 of 24 pinned, loaded machine).
+thread held on a CPU during a 0.1 s sleep and then free, series of 100 launches: 0.14-0.22 ms a
+launch from CPU 0, 0.33-0.45 ms from CPU 1 in 11 of 12 series (docs/compiler.md, "The runtime's
+worker threads"); ``benchmarks/run.py``'s decode figures swung between those two from one timed
+series to the next (which CPU the launching thread woke on after the series' sleep). Unpinning
+the workers instead left the placement to the scheduler, which stacked them as often (13 of 24
+such series fast against 12 of 24 pinned, loaded machine).
 
 So before each launch the launching thread's CPU is read (``sched_getcpu``); when a worker is
 pinned to it, that worker is pinned to a CPU of the mask no worker has instead. Workers are found
