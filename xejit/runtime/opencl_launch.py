@@ -39,7 +39,8 @@ class _CL:
                 ("clSetKernelArg", ctypes.c_int, [_P, ctypes.c_uint, _SIZE, _P]),
                 ("clCreateCommandQueueWithProperties", _P, [_P, _P, _P, errp]),
                 ("clEnqueueNDRangeKernel", ctypes.c_int, [_P, _P, ctypes.c_uint, _P, _P, _P, ctypes.c_uint, _P, _P]),
-                ("clFinish", ctypes.c_int, [_P])):
+                ("clFinish", ctypes.c_int, [_P]),
+                ("clReleaseCommandQueue", ctypes.c_int, [_P])):
             fn = getattr(cl, name)
             fn.restype, fn.argtypes = res, args
             setattr(self, name, fn)
@@ -69,11 +70,24 @@ class DirectProgram:
         q = getattr(self._queues, "q", None)
         if q is None:
             err = ctypes.c_int()
-            q = self.cl.clCreateCommandQueueWithProperties(self._context, self._device, None, ctypes.byref(err))
-            if err.value != 0 or not q:
+            handle = self.cl.clCreateCommandQueueWithProperties(self._context, self._device, None, ctypes.byref(err))
+            if err.value != 0 or not handle:
                 raise LaunchError(f"clCreateCommandQueueWithProperties failed (OpenCL error {err.value})")
-            self._queues.q = q
-        return q
+            q = self._queues.q = _Queue(self.cl, handle)
+        return q.handle
+
+
+class _Queue:
+    """A thread's queue, released when the thread ends (its ``threading.local`` goes)."""
+
+    __slots__ = ("cl", "handle")
+
+    def __init__(self, cl: _CL, handle: int):
+        self.cl, self.handle = cl, handle
+
+    def __del__(self):
+        with contextlib.suppress(Exception):   # (at interpreter shutdown ctypes may be gone)
+            self.cl.clReleaseCommandQueue(self.handle)
 
 
 _thread_queues: dict[int, threading.local] = {}
