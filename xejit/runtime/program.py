@@ -216,5 +216,8 @@ def _build_opencl(interop, spv: bytes, sha: str, device: Device, options: str, u
 def _programs_of(interop, program: int) -> tuple:
     """(the dpctl program, the DirectProgram) of a built ``cl_program``; the direct one retains it
     first, as the dpctl program owns it from then on."""
-    direct = DirectProgram(interop, program)
+    try:
+        direct = DirectProgram(interop, program)
+    except AttributeError:   # an OpenCL library without an entry point it calls: launches go through dpctl
+        direct = None
     return interop.sycl_program(program), direct
