@@ -19,8 +19,9 @@ pinned to it, that worker is pinned to a CPU of the mask no worker has instead. 
 after launches 1, 2, 4, ... (up to 2^16: each worker pins itself when work first reaches it):
 threads started since xejit's runtime was imported (threads of before are never touched, so the
 workers of a runtime dpctl had started before xejit was imported are not found) and pinned to one
-CPU of the mask of the thread that made the CPU device's queue. ``XEJIT_CPU_AFFINITY=runtime``
-leaves the runtime's pinning as it is.
+CPU of the mask of the thread that made the CPU device's queue. Several threads launching at
+once from different CPUs may move a worker back and forth (a ``sched_setaffinity`` each, a few
+us). ``XEJIT_CPU_AFFINITY=runtime`` leaves the runtime's pinning as it is.
 """
 from __future__ import annotations
 
