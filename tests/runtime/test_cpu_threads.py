@@ -52,10 +52,11 @@ def test_launch_moves_the_runtime_worker_off_the_launching_cpu(monkeypatch, pinn
         assert len(moved) == 1 and moved != {cpu} and moved == {cpu_threads._workers[tid]}
 
 
-@pytest.mark.parametrize("setting", [None, "runtime"])
+@pytest.mark.parametrize("setting", [None, "runtime", "user"])
 def test_a_pinned_thread_on_the_launching_cpu_is_moved(monkeypatch, pinned_main, setting):
-    """A thread started after the import and pinned to one CPU counts as a worker; before a launch
-    from its CPU it is pinned to a CPU without one, unless XEJIT_CPU_AFFINITY=runtime."""
+    """A thread that appeared while a device was opened and is pinned to one CPU counts as a
+    worker; before a launch from its CPU it is pinned to a CPU without one, unless
+    XEJIT_CPU_AFFINITY=runtime. A thread of the user's, pinned the same way, is never moved."""
     if setting is None:
         monkeypatch.delenv("XEJIT_CPU_AFFINITY", raising=False)
     else:
@@ -64,7 +65,7 @@ def test_a_pinned_thread_on_the_launching_cpu_is_moved(monkeypatch, pinned_main,
     monkeypatch.setattr(cpu_threads, "_mask", mask)
     monkeypatch.setattr(cpu_threads, "_workers", {})
     monkeypatch.setattr(cpu_threads, "_on_cpu", {})
-    monkeypatch.setattr(cpu_threads, "_before", frozenset(cpu_threads._threads()))   # (the real workers too)
+    monkeypatch.setattr(cpu_threads, "_runtime", set())   # (the real workers are not looked at)
     cpu = max(mask)
     done, ready = threading.Event(), threading.Event()
     tid = []
@@ -76,9 +77,20 @@ def test_a_pinned_thread_on_the_launching_cpu_is_moved(monkeypatch, pinned_main,
         done.wait(10)
 
     t = threading.Thread(target=body)
-    t.start()
+    if setting == "user":   # started outside a device's opening: a user's thread
+        t.start()
+    else:
+        with cpu_threads.opening():
+            t.start()
+            ready.wait(10)
     try:
         ready.wait(10)
+        if setting == "user":
+            pinned_main(cpu)
+            assert cpu_threads.find_workers() == 0
+            cpu_threads.before_launch()
+            assert os.sched_getaffinity(tid[0]) == {cpu}
+            return
         assert cpu_threads.find_workers() == 1 and cpu_threads._workers == {tid[0]: cpu}
         pinned_main(cpu)
         cpu_threads.before_launch()

@@ -17,14 +17,18 @@ such series fast against 12 of 24 pinned, loaded machine).
 So before each launch the launching thread's CPU is read (``sched_getcpu``); when a worker is
 pinned to it, that worker is pinned to a CPU of the mask no worker has instead. Workers are found
 after launches 1, 2, 4, ... (up to 2^16: each worker pins itself when work first reaches it):
-threads started since xejit's runtime was imported (threads of before are never touched, so the
-workers of a runtime dpctl had started before xejit was imported are not found) and pinned to one
-CPU of the mask of the thread that made the CPU device's queue. Several threads launching at
+threads that appeared while xejit opened a device (``opening``: the runtime starts its workers
+when dpctl first lists the devices or makes the CPU queue; measured: the one worker of this
+2-CPU machine) and are pinned to one CPU of the mask of the thread that made the CPU device's
+queue. No other thread is ever touched -- a thread of the user's, pinned or not, started before
+or after the import -- so workers a runtime starts later (on first work, if it does so on
+larger machines) or that dpctl had started before xejit opened a device are not found either. Several threads launching at
 once from different CPUs may move a worker back and forth (a ``sched_setaffinity`` each, a few
 us). ``XEJIT_CPU_AFFINITY=runtime`` leaves the runtime's pinning as it is.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -49,9 +53,21 @@ def _threads() -> list[int]:
         return []
 
 
-#: the threads that existed when xejit's runtime was imported (before it made any device: the
-#: runtime starts its workers when dpctl first lists the devices), never touched
-_before = frozenset(_threads())
+#: threads that appeared while xejit opened a device (``opening``): the runtime's, the only
+#: ones ever moved
+_runtime: set[int] = set()
+
+
+@contextlib.contextmanager
+def opening():
+    """Around the dpctl calls that open a device: the threads that appear meanwhile are the
+    runtime's (its workers start there)."""
+    before = set(_threads())
+    try:
+        yield
+    finally:
+        with _lock:
+            _runtime.update(set(_threads()) - before)
 
 
 def _sched_getcpu():
@@ -95,13 +111,13 @@ def after_launch() -> None:
 
 
 def find_workers() -> int:
-    """Record every thread started since the import and pinned to one CPU of the watched mask
-    (the runtime's workers); the number of workers known."""
+    """Record every thread the runtime started (``opening``) that is pinned to one CPU of the
+    watched mask (its workers); the number of workers known."""
     if not _mask:
         return 0
     with _lock:
         for tid in _threads():
-            if tid in _before or tid in _workers:
+            if tid not in _runtime or tid in _workers:
                 continue
             try:
                 cpus = os.sched_getaffinity(tid)

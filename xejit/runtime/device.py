@@ -94,7 +94,8 @@ def devices() -> list[Device]:
     """Every device dpctl sees (Level Zero GPUs, OpenCL CPUs, ...)."""
     import dpctl
 
-    return [_wrap(d) for d in dpctl.get_devices()]
+    with cpu_threads.opening():
+        return [_wrap(d) for d in dpctl.get_devices()]
 
 
 def _rank(d) -> tuple[int, int]:
@@ -114,6 +115,11 @@ def get_device(filter_string: str | None = None) -> Device:
 
 @functools.lru_cache(maxsize=None)
 def _get_device(filter_string: str | None) -> Device:
+    with cpu_threads.opening():   # the CPU runtime starts its worker threads here
+        return _open_device(filter_string)
+
+
+def _open_device(filter_string: str | None) -> Device:
     import dpctl
 
     if filter_string:
