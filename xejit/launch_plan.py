@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 
 from . import options
+from .runtime import cpu_threads
 from .runtime import launch as _rt
+from .runtime.opencl_launch import DirectLaunch, cl_ranges
 from .arguments import LAUNCH_OPTIONS, launch_grid
 from .codegen.abi import ADDRESS_KINDS, WRITTEN_KINDS
 from .errors import LaunchError
@@ -203,7 +205,8 @@ def _array_positions(args: tuple, kernel: Any) -> list[int]:
 class LaunchPlan:
     """What the full path decided for one argument signature; :meth:`launch` replays it."""
 
-    __slots__ = ("array_pos", "by_address", "checked_writeable", "generation", "kernel", "last_grid", "mem_slots", "meta",
+    __slots__ = ("array_pos", "by_address", "checked_writeable", "cl_ranges", "direct", "generation", "kernel", "last_grid",
+                 "mem_slots", "meta",
                  "module", "name", "other_reads", "plain_reads", "cell_reads", "queue", "ranges", "scalar_slots", "sycl_kernel",
                  "template", "wg")
 
@@ -257,7 +260,11 @@ class LaunchPlan:
                 p.template.append(_rt._SCALARS[sig_kind][0](n))
         p.by_address = all(i == 4 for _, _, i in p.mem_slots)   # host arrays are fine too
         p.checked_writeable = [slot_of_array[pos] for pos in sorted(writeable) if pos in slot_of_array]
-        p.last_grid, p.ranges = None, None
+        p.last_grid, p.ranges, p.cl_ranges = None, None, None
+        # through OpenCL itself (runtime/opencl_launch.py): arrays by address, the device's own queue
+        direct = getattr(rk, "direct", None)
+        p.direct = DirectLaunch(direct, rk.name, p.template) if direct is not None and p.by_address \
+            and queue is rk.device.queue else None
         return p
 
     def launch(self, args: tuple, mems: list, grid: Any) -> bool:
@@ -280,16 +287,35 @@ class LaunchPlan:
         for n in self.checked_writeable:
             if not args[self.array_pos[n]].flags.writeable:
                 return False   # the full path raises the read-only error
-        kargs = self.template.copy()
-        for slot, n, i in self.mem_slots:
-            v = kargs[slot] = mems[n][i]
-            if v is None:   # host memory (remembered by an "addr" launch) for a pointer argument
-                return False
-        for slot, pos, ctype, lo, hi in self.scalar_slots:
-            v = args[pos]
-            if lo is not None and not lo <= v <= hi:
-                return False
-            kargs[slot] = ctype(v)
+        direct = self.direct
+        if direct is not None:
+            # its own cl_kernel: only arguments that changed are set again (an array's address
+            # object is its zero-copy entry's, so the same object is the same address)
+            k = direct.kernel()
+            last = k.last
+            for slot, n, i in self.mem_slots:
+                v = mems[n][i]
+                if v is None:
+                    return False
+                if last[slot] is not v:
+                    k.set(slot, v, v)
+            for slot, pos, ctype, lo, hi in self.scalar_slots:
+                v = args[pos]
+                if lo is not None and not lo <= v <= hi:
+                    return False
+                if type(v) is not int or last[slot] != v:   # (floats always: -0.0 == 0.0)
+                    k.set(slot, ctype(v), v)
+        else:
+            kargs = self.template.copy()
+            for slot, n, i in self.mem_slots:
+                v = kargs[slot] = mems[n][i]
+                if v is None:   # host memory (remembered by an "addr" launch) for a pointer argument
+                    return False
+            for slot, pos, ctype, lo, hi in self.scalar_slots:
+                v = args[pos]
+                if lo is not None and not lo <= v <= hi:
+                    return False
+                kargs[slot] = ctype(v)
         if type(grid) is not tuple or grid != self.last_grid:
             if callable(grid):
                 grid = grid(self.meta)
@@ -297,16 +323,27 @@ class LaunchPlan:
             ranges = None if 0 in g else _rt._check_range(g, self.wg[:len(g)], self.name)
             if type(grid) is tuple:
                 self.last_grid, self.ranges = grid, ranges
+                self.cl_ranges = None if ranges is None or direct is None else cl_ranges(ranges)
         else:
             ranges = self.ranges
         if ranges is None:
             return True   # an empty grid launches nothing
+        if cpu_threads._on_cpu:
+            cpu_threads.before_launch()
+        if direct is not None:
+            direct.run(k, *(self.cl_ranges if ranges is self.ranges and self.cl_ranges is not None
+                            else cl_ranges(ranges)))
+            if cpu_threads._countdown:
+                cpu_threads.after_launch()
+            return True
         try:
             # (dpctl's submit() waits itself; the event's wait() would be a second one)
             queue.submit_async(self.sycl_kernel, kargs, ranges[0], ranges[1]).wait()
         except Exception as e:  # noqa: BLE001  (dpctl's submit errors become one xejit error type)
             raise LaunchError(f"{self.name}: launch of {ranges[0][::-1]} work-items in workgroups of "
                               f"{ranges[1][::-1]} failed: {e}") from None
+        if cpu_threads._countdown:
+            cpu_threads.after_launch()
         return True
 
 

@@ -26,6 +26,9 @@ notebook) is honoured at the next compile or launch, and nothing is parsed twice
                           that reads host memory (default: passed by address, no copy)
 ``XEJIT_BUILD_LOG``       a file that receives a JSON line per driver build (seconds, SPIR-V
                           size, kernels, the running test): how build times are surveyed
+``XEJIT_CPU_AFFINITY``    ``runtime``: keep the OpenCL CPU runtime's pinning of its worker threads
+                          (default ``apart``: a worker pinned to the launching thread's CPU is moved
+                          to a CPU without one; runtime/cpu_threads.py)
 ========================  ===============================================================
 
 Flags are off when unset, empty, ``0``, ``false``, ``no`` or ``off`` (any case).
@@ -53,7 +56,7 @@ _NAMES = ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_DEVICE", "XEJIT_DEBUG", "XE
           "XEJIT_DUMP", "XEJIT_DEVICE_BUILD", "XEJIT_CACHE_DIR", "XEJIT_TOOLCHAIN_DIR", "XEJIT_OCLOC",
           "XEJIT_PRINT_AUTOTUNING", "XEJIT_VALIDATE", "XEJIT_MATMUL_TUNE", "XEJIT_MATMUL_TUNE_WARMUP_MS",
           "XEJIT_MATMUL_TUNE_REP_MS", "XEJIT_ATTENTION_TUNE", "XEJIT_ATTENTION_TUNE_WARMUP_MS",
-          "XEJIT_ATTENTION_TUNE_REP_MS", "XEJIT_HOST_ARRAYS", "XEJIT_BUILD_LOG")
+          "XEJIT_ATTENTION_TUNE_REP_MS", "XEJIT_HOST_ARRAYS", "XEJIT_BUILD_LOG", "XEJIT_CPU_AFFINITY")
 _OFF = ("", "0", "false", "no", "off")
 
 # CPython keeps os.environ's contents in a dict of encoded keys; reading it directly is a dict
@@ -116,6 +119,7 @@ class Options:
     attention_tune_rep_ms: float = 40.0
     host_arrays: str | None = None
     build_log: str | None = None
+    cpu_affinity: str | None = None
 
 
 def _ms(env: dict, name: str, default: float) -> float:
@@ -152,6 +156,7 @@ def _parse(values: tuple) -> Options:
         attention_tune_rep_ms=_ms(env, "XEJIT_ATTENTION_TUNE_REP_MS", defaults.attention_tune_rep_ms),
         host_arrays=_host_arrays(env["XEJIT_HOST_ARRAYS"]),
         build_log=env["XEJIT_BUILD_LOG"] or None,
+        cpu_affinity=_cpu_affinity(env["XEJIT_CPU_AFFINITY"]),
     )
 
 
@@ -159,6 +164,13 @@ def _host_arrays(v: str | None) -> str | None:
     v = (v or "").strip().lower() or None
     if v not in (None, "copy", "address"):
         raise XejitValueError(f"XEJIT_HOST_ARRAYS must be 'copy' or 'address', got {v!r}")
+    return v
+
+
+def _cpu_affinity(v: str | None) -> str | None:
+    v = (v or "").strip().lower() or None
+    if v not in (None, "runtime", "apart"):
+        raise XejitValueError(f"XEJIT_CPU_AFFINITY must be 'runtime' or 'apart', got {v!r}")
     return v
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import _icd  # noqa: F401  (sets OCL_ICD_FILENAMES before dpctl is imported)
+from . import cpu_threads
 from .. import options
 from ..errors import DeviceError
 
@@ -78,6 +79,8 @@ def _wrap(sycl_device) -> Device:
         queue = dpctl.SyclQueue(sycl_device)
     except Exception as e:  # dpctl raises its own types; the user sees one xejit error
         raise DeviceError(f"cannot create a queue on {sycl_device.name}: {e}") from None
+    if sycl_device.is_cpu:   # its runtime pins its worker threads; launches give them the mask back
+        cpu_threads.watch()
     return Device(sycl_device, queue, detect_target(sycl_device.name, sycl_device.is_gpu),
                   _system_memory(sycl_device))
 
@@ -91,7 +94,8 @@ def devices() -> list[Device]:
     """Every device dpctl sees (Level Zero GPUs, OpenCL CPUs, ...)."""
     import dpctl
 
-    return [_wrap(d) for d in dpctl.get_devices()]
+    with cpu_threads.opening():
+        return [_wrap(d) for d in dpctl.get_devices()]
 
 
 def _rank(d) -> tuple[int, int]:
@@ -111,6 +115,11 @@ def get_device(filter_string: str | None = None) -> Device:
 
 @functools.lru_cache(maxsize=None)
 def _get_device(filter_string: str | None) -> Device:
+    with cpu_threads.opening():   # the CPU runtime starts its worker threads here
+        return _open_device(filter_string)
+
+
+def _open_device(filter_string: str | None) -> Device:
     import dpctl
 
     if filter_string:

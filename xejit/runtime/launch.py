@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ArgumentValueError, LaunchError
 from ..codegen.abi import ADDRESS_KINDS, ARRAY_KINDS, WRITTEN_KINDS
+from . import cpu_threads
 from .device import Device
 from .usm_array import from_object
 
@@ -413,6 +414,8 @@ class Kernel:
     device: Device
 
     _ranges: dict = field(default_factory=dict, repr=False)   # (grid, block) -> dpctl's ranges
+    #: the program's DirectProgram (runtime/opencl_launch.py: prepared launches through OpenCL), or None
+    direct: object = field(default=None, repr=False)
 
     def __post_init__(self):
         bad = [k for k in self.signature if k not in ARG_KINDS]
@@ -451,6 +454,8 @@ class Kernel:
                                                  or queue.sycl_device != self.device.sycl_device):
             raise LaunchError(f"{self.name}: the queue is not on the program's device and context")
         m = _marshal(self, args, queue)
+        if cpu_threads._on_cpu:
+            cpu_threads.before_launch()
         try:
             try:
                 # (dpctl's submit() waits itself; the event's wait() would be a second one)
@@ -458,6 +463,8 @@ class Kernel:
             except Exception as e:  # dpctl's submit errors become one xejit error type
                 raise LaunchError(f"{self.name}: launch of grid {tuple(grid)} x workgroup {tuple(block)} "
                                   f"failed: {e}") from None
+            if cpu_threads._countdown:
+                cpu_threads.after_launch()
             for staged, arr in m.copy_back:
                 if not arr.size:
                     continue

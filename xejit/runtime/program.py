@@ -26,6 +26,7 @@ from ..errors import BuildError, LaunchError
 from .cache import default_cache, key_of
 from .device import Device, default_device
 from .launch import Kernel
+from .opencl_launch import DirectProgram
 from .opencl_programs import OpenCLBuildError, interop_for
 
 _programs: dict[tuple[str, str, str], "Program"] = {}
@@ -87,6 +88,8 @@ class Program:
     sycl_program: object = field(repr=False)
     spv_sha: str
     _kernels: dict = field(default_factory=dict, repr=False)
+    #: the ``cl_program`` for launches straight through OpenCL (runtime/opencl_launch.py), or None
+    direct: object = field(default=None, repr=False)
 
     def kernel(self, name: str, signature: Sequence[str]) -> "Kernel":
         """The kernel ``name``; ``signature`` gives each argument's kind (see ``launch.ARG_KINDS``)."""
@@ -94,7 +97,8 @@ class Program:
         if key not in self._kernels:
             if not self.sycl_program.has_sycl_kernel(name):
                 raise LaunchError(f"the program has no kernel named {name!r}")
-            self._kernels[key] = Kernel(name, self.sycl_program.get_sycl_kernel(name), tuple(signature), self.device)
+            self._kernels[key] = Kernel(name, self.sycl_program.get_sycl_kernel(name), tuple(signature), self.device,
+                                        direct=self.direct)
         return self._kernels[key]
 
 
@@ -149,8 +153,9 @@ def _build(spv: bytes, sha: str, key: tuple, device: Device, validate: bool, kee
         spirv.validate(spv)
     try:
         interop = interop_for(device.queue)
+        direct = None
         if interop is not None:
-            sycl_program = _build_opencl(interop, spv, sha, device, options, cache)
+            sycl_program, direct = _build_opencl(interop, spv, sha, device, options, cache)
         else:
             with _Timer() as t:
                 sycl_program = dp.create_program_from_spirv(device.queue, spv, options)
@@ -165,7 +170,7 @@ def _build(spv: bytes, sha: str, key: tuple, device: Device, validate: bool, kee
         with_options = f" with options {options!r}" if options else ""
         raise BuildError(f"the {device.backend} driver could not build the program for {device.name}"
                          f"{with_options}: {reason}{where}") from None
-    prog = Program(device, sycl_program, sha)
+    prog = Program(device, sycl_program, sha, direct=direct)
     with _lock:
         _programs[key] = prog
     return prog
@@ -184,7 +189,8 @@ def _binary_key(sha: str, device: Device, options: str) -> str:
 
 def _build_opencl(interop, spv: bytes, sha: str, device: Device, options: str, use_cache: bool):
     """The dpctl program of ``spv``, from the driver binary in the disk cache when there is one
-    (a binary the driver refuses is discarded and rebuilt), else compiled and its binary stored."""
+    (a binary the driver refuses is discarded and rebuilt), else compiled and its binary stored;
+    and its :class:`~xejit.runtime.opencl_launch.DirectProgram`."""
     cache = default_cache() if use_cache else None
     key = _binary_key(sha, device, options) if cache is not None else ""
     binary = cache.get(key) if cache is not None else None
@@ -195,7 +201,7 @@ def _build_opencl(interop, spv: bytes, sha: str, device: Device, options: str, u
             cache.discard(key)
         else:
             _count("from_binary")
-            return interop.sycl_program(program)
+            return _programs_of(interop, program)
     with _Timer() as t:
         program = interop.program_from_il(spv, options)
     _count("from_spirv")
@@ -204,4 +210,14 @@ def _build_opencl(interop, spv: bytes, sha: str, device: Device, options: str, u
         binary = interop.binary(program)
         if binary:
             cache.put(key, binary)
-    return interop.sycl_program(program)
+    return _programs_of(interop, program)
+
+
+def _programs_of(interop, program: int) -> tuple:
+    """(the dpctl program, the DirectProgram) of a built ``cl_program``; the direct one retains it
+    first, as the dpctl program owns it from then on."""
+    try:
+        direct = DirectProgram(interop, program)
+    except AttributeError:   # an OpenCL library without an entry point it calls: launches go through dpctl
+        direct = None
+    return interop.sycl_program(program), direct

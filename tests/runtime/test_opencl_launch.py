@@ -1,0 +1,80 @@
+"""Prepared launches straight through OpenCL (xejit/runtime/opencl_launch.py): taken on the OpenCL
+CPU device, arguments set again only when they change, one cl_kernel per thread."""
+import threading
+
+import numpy as np
+import pytest
+
+import xejit
+import xejit.language as xl
+from xejit import launch_plan
+from xejit.runtime import default_device
+
+
+@xejit.kernel
+def _scale(x, y, alpha, BN: xl.constexpr):
+    n = xl.program_id(0) * BN
+    t = xl.load_tile(xl.init_tile(x, [0, n], [1, BN]))
+    xl.store_tile(xl.init_tile(y, [0, n], [1, BN]), t * alpha)
+
+
+@pytest.fixture(autouse=True)
+def _device(monkeypatch):
+    for v in ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_HOST_ARRAYS"):
+        monkeypatch.delenv(v, raising=False)
+    if not default_device().system_memory or "opencl" not in default_device().backend:
+        pytest.skip("needs the OpenCL CPU device (arrays passed by address)")
+
+
+def _plan(x, y, alpha, bn):
+    got = launch_plan.find(_scale, (x, y, alpha), {"BN": bn})
+    assert got is not None
+    return got[0]
+
+
+def test_repeated_launch_goes_through_opencl_and_follows_changed_arguments():
+    rng = np.random.default_rng(0)
+    n = 96
+    xs = [rng.uniform(0.5, 2, (1, n)).astype(np.float32) for _ in range(3)]
+    ys = [np.full((1, n), np.nan, np.float32) for _ in range(3)]
+    _scale[(n // 16,)](xs[0], ys[0], 2.0, BN=16)
+    _scale[(n // 16,)](xs[0], ys[0], 2.0, BN=16)
+    assert _plan(xs[0], ys[0], 2.0, 16).direct is not None
+    # new arrays, the same arrays again, new scalars, -0.0 after 0.0 (equal as floats, not as bits)
+    for i, alpha in enumerate((0.5, 0.0, -0.0, 3.0, -0.0, 0.0)):
+        x, y = xs[i % 3], ys[(i + 1) % 3]
+        y[...] = np.nan
+        _scale[(n // 16,)](x, y, alpha, BN=16)
+        ref = x.astype(np.float64) * alpha
+        np.testing.assert_array_equal(y, ref.astype(np.float32))
+        assert np.array_equal(np.signbit(y), np.signbit(ref))
+
+
+def test_threads_launch_the_same_plan_concurrently():
+    n, rounds = 256, 200
+    rng = np.random.default_rng(1)
+    x0, y0 = rng.uniform(-1, 1, (1, n)).astype(np.float32), np.empty((1, n), np.float32)
+    _scale[(n // 16,)](x0, y0, 1.0, BN=16)
+    _scale[(n // 16,)](x0, y0, 1.0, BN=16)
+    errors = []
+
+    def work(seed):
+        r = np.random.default_rng(seed)
+        x = r.uniform(-1, 1, (1, n)).astype(np.float32)
+        y = np.full((1, n), np.nan, np.float32)
+        try:
+            for k in range(rounds):
+                alpha = float(seed * 100 + k)
+                y[...] = np.nan
+                _scale[(n // 16,)](x, y, alpha, BN=16)
+                if not np.array_equal(y, (x.astype(np.float64) * alpha).astype(np.float32)):
+                    errors.append((seed, k))
+        except Exception as e:  # noqa: BLE001  (reported by the main thread)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
