@@ -57,7 +57,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 from llvmlite import ir
@@ -73,7 +73,7 @@ from . import block_payload as bp
 from . import builtins as bi
 from . import emulation as emu
 from .abi import kernel_abi
-from .block_reads import BlockReads, Words, words_count
+from .block_reads import BlockReads, Deferred, Words, words_count
 from .decode_slm import DecodeSlm
 from .parity_dpas import ParityDpas, any_nan, parity_join, parity_split
 from .slm_staging import SlmStaging
@@ -211,16 +211,6 @@ class Lazy:
     type: VectorType
 
 
-@dataclass
-class Deferred:
-    """A block load made where its DPAS takes it (``read()`` emits it there), not where the
-    load is: only that block's words are live, not every array block's at once."""
-    read: Callable[[], Any]
-    #: read this many DPAS early (at a DPAS before the one that takes it): column-major B's lane
-    #: rows, so that the next blocks' loads are in flight while this DPAS runs
-    ahead: int = 0
-
-
 def load_mode(op: Operation) -> str:
     """How an ``xegpu.load_nd`` lays its block out: ``tpacked`` (transposed as 32-bit words:
     VNNI of a transposed block), ``transpose``, ``packed`` (VNNI) or ``plain``."""
@@ -259,6 +249,8 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         self.version_loops = (not emulate) if version_loops is None else version_loops
         self.sg = target.subgroup_size
         self.nsg = num_subgroups
+        #: each block's ops in the order lowered (``block``; K-block order reorders a k-step's DPAS)
+        self._order: dict = {}
         self.module = bi.new_module(fn.name)
         self.env: dict[int, Any] = {}
         self.instructions: Counter = Counter()
@@ -331,7 +323,9 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 in_code()
 
     def block(self, blk) -> Optional[list]:
-        for op in (self.slm_op_order(blk.ops) if self.kb_order else blk.ops):
+        ops = self.slm_op_order(blk.ops, *self.kb_order) if self.kb_order else blk.ops
+        self._order[id(blk)] = ops
+        for op in ops:
             if op.name == "scf.yield":
                 return [self.env[id(v)] for v in op.operands]
             if op.name == "func.return":
@@ -1165,7 +1159,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         the fast version of a k-loop versioned on them (codegen/block_reads.py). Elsewhere a DPAS
         operand is gathered per element without branches (at its DPAS when that is in the same
         block: :class:`Deferred`), any other load reads each row behind a bounds test."""
-        if self.dplan is not None and not self.dplan.spread and op.operands[0] is self.dplan.arg and td.reads_in_bounds:
+        if self.dplan is not None and not self.dplan.spread and id(op.operands[0]) in self.dplan.parts and td.reads_in_bounds:
             self.decode_a_load(op, td, rtypes)      # A staged in SLM (decode_slm.py)
             return
         kind = self.block_read_kind(t, mode)
@@ -1741,7 +1735,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         read ahead: its load is issued before this DPAS, into a second register block (read at
         its own DPAS, every B block of an 8x64 decode tile landed in one register block, and
         Intel's compiler waited on the previous DPAS before each load: 1-2 syncs a DPAS)."""
-        ops = op.parent.ops
+        ops = self._order.get(id(op.parent), op.parent.ops)     # the order lowered (slm_op_order)
         i = next(j for j, o in enumerate(ops) if o is op)
         nxt = [o for o in ops[i + 1:] if o.name == "xegpu.dpas"][:max(LANE_ROWS_AHEAD)]
         for j, o in enumerate(nxt):
@@ -1926,7 +1920,16 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             vplan = plan if fast or plan is None or not plan.pairs else replace(plan, pairs=[])
             # both versions take the DPAS in K-block order when B is staged (the cold
             # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
-            self.kb_order = sp is not None or bool(vplan and vplan.pairs)
+            self.kb_order = (True, 1) if sp is not None or bool(vplan and vplan.pairs) else None
+            if dp is not None and len(dp.parts) > 1:
+                # decode, A staged from several descriptors (a k-step of 4+ K-blocks): K-block
+                # order by a descriptor's K-blocks (in chain order within them: a DPAS right after
+                # its accumulator's last needs no wait), the fast version's loads where they are
+                # (B's lane rows read ahead in the order lowered, A's SLM loads at their first
+                # DPAS). fp16 8x512x64/8sg, acm-g10: chain order 499 instructions for 64 DPAS,
+                # 14 KB of spill; K-block order by single K-blocks 389 (a wait on the accumulator
+                # before every DPAS), loads moved to their DPAS 409 (B read at its DPAS); 363, 0 spill
+                self.kb_order = (not fast, dp.row_words // 8 // len(dp.parts))
             if fast and sp is not None and counted32:
                 self._slm_reads = reads
                 self.slm_begin(sp, reads[sp.b_pos][0])
@@ -1942,7 +1945,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             res = self._lower_for_transposed(op, reads, vplan, fast, steps) if plan else \
                 self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
             self.splan = self.dplan = None
-            self.kb_order = False
+            self.kb_order = None
             if not fast:     # the report counts the block-read version's instructions
                 self.instructions = counted
             return res
