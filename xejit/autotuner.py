@@ -321,8 +321,12 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             # column-major B of wide decode tiles (8x64, the workgroup one subgroup tall): each B
             # block is read at the DPAS before its own (lower_xegpu.py, Deferred.ahead), so two
             # B blocks are live, not the k-step.
-            # acm-g10, 0 spill: fp16 8x512x32/8 and 8x512x16/8, int8 8x512x32/8 (64 + 16 + 16)
+            # acm-g10, 0 spill: fp16 8x512x32/8 and 8x512x16/8, int8 8x512x32/8 (64 + 16 + 16).
+            # A staged from two descriptors (BK=64 fp16): the DPAS run in K-block pairs, one
+            # descriptor's A operands live (decode_slm.py; fp16 8x512x64/8 0 spill, 64 + 16 + 24)
             kb, extra = 0, (1 + max(LANE_ROWS_AHEAD)) * op_k * t.dpas.n * b_t.itemsize
+            if _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t, nsg, col_b):
+                kw = min(kw, 512 // a_t.bitwidth)
         elif t.block_io is None and t.dpas is not None and t.registers is not None and op_k and (
                 (col_b and sm > t.dpas.max_m) or (not col_b and BK > op_k)):
             # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler
@@ -385,13 +389,24 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         problems.append(f"an 8-bit B panel of 4 words a work item over {BK // op_k} K-blocks runs Intel's "
                         f"compiler out of registers on {t.name} (calibrated: 128 B of spill)")
     if t.block_io is None and t.registers is not None and c_t.name == "bf16" and acc_t.name == "f32" and \
-            col_b and sm == BM and sm * sn * acc_t.itemsize >= BF16_ROUNDING_ACC_REGISTERS * t.registers.bytes_each:
-        # a calibration: dg2's column-major B decode tiles of 8x64 (64 accumulator registers) spill
-        # outside the k-loop with a bf16 C (the epilogue's rounding to nearest-even next to the
-        # accumulator: spill and fill sends before the loops and after them; acm-g10, IGC 2.40:
-        # 8x512x16/8sg 288 B, 8x512x32/8sg 480 B; fp16 C and 8x32 tiles 0)
+            col_b and sm == BM and sm * sn * acc_t.itemsize >= BF16_ROUNDING_ACC_REGISTERS * t.registers.bytes_each \
+            and BK * a_t.bitwidth > 512:
+        # a calibration: dg2's column-major B decode tiles of 8x64 (64 accumulator registers) with
+        # A staged from two descriptors a k-step spill outside the k-loop with a bf16 C (the
+        # epilogue's per-row bounds tests read row values made before the loops, spilled across
+        # them; acm-g10, IGC 2.40: 8x512x64/8sg 320 B; fp16 C 0). With one descriptor (BK=32)
+        # 0 since each block's rounding is made at its store (lower_xegpu.casts_at_their_stores;
+        # before, 8x512x16/8sg 288 B, 8x512x32/8sg 480 B)
         problems.append(f"rounding a {sm}x{sn} f32 accumulator to bf16 runs Intel's compiler out of "
-                        f"registers on {t.name} (calibrated: 288-480 B of spill)")
+                        f"registers on {t.name} (calibrated: 320 B of spill)")
+    if t.block_io is None and t.dpas is not None and col_b and a_t.bitwidth == 8 and sm == BM and \
+            sn >= _DEFERRED_LANE_ROW_WORDS and op_k and BK > op_k:
+        # a calibration: 8-bit column-major B in wide decode tiles with several K-blocks a k-step
+        # spills in the cold k-loop version (its lane rows read per byte where the columns leave
+        # the view, next to 64 accumulator registers; acm-g10, IGC 2.40: int8 8x512x64/8sg and
+        # 8x512x128/8sg 2112 B; 8x512x32/8sg 0)
+        problems.append(f"8-bit column-major B over {BK // op_k} K-blocks a k-step in {sm}x{sn} decode tiles "
+                        f"runs Intel's compiler out of registers on {t.name} (calibrated: 2112 B of spill)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)
         k = t.dpas.k_of(op_t) if op_t else None

@@ -841,9 +841,10 @@ def test_lnl_and_ptl_picks_reach_the_goals(target, dtype, col_b, M, bm, bn, bk, 
 # cold version packs B^T rather than spread A^T on registers.
 # Column-major B, 8x64 subgroup tiles (8x512x32/8sg, a library config for M <= 64) with B's lane
 # rows read at the DPAS before their own (lower_xegpu.py, Deferred.ahead: two k-steps an iteration,
-# 32 fp16 / 16 int8 DPAS): fp16 6.72 -> 6.25 (the pick; 8x256x32/8sg 7.94), int8 288 B of spill ->
-# 0 and 7.5 (the pick; 8x256x32/8sg 9.0).
-DG2_DECODE_PICKS = {("fp16", False): ((8, 256, 32, 8), 32, 5.8), ("fp16", True): ((8, 512, 32, 8), 32, 6.3),
+# 32 fp16 / 16 int8 DPAS): fp16 6.72 -> 6.25 (8x256x32/8sg 7.94), int8 288 B of spill -> 0 and 7.5
+# (the pick; 8x256x32/8sg 9.0). fp16 8x512x64/8sg (A staged from two descriptors, one barrier for
+# four K-blocks, DPAS in K-block pairs: decode_slm.py): 363 instructions for 64 DPAS, 5.67 (the pick).
+DG2_DECODE_PICKS = {("fp16", False): ((8, 256, 32, 8), 32, 5.8), ("fp16", True): ((8, 512, 64, 8), 64, 5.7),
                     ("int8", False): ((8, 256, 32, 8), 32, 6.8), ("int8", True): ((8, 512, 32, 8), 16, 7.6)}
 
 
@@ -891,6 +892,23 @@ def test_dg2_decode_pick_beats_every_decode_config_that_builds_clean(dtype, col_
         bin_ = _dg2_build(cfg, args, kw)
         if not (bin_.spill_bytes or bin_.private_bytes):
             assert bin_.hot_loop.per_dpas >= best, f"{cfg}: {bin_.hot_loop_text()} (pick {pick}: {best})"
+
+
+def test_dg2_bf16_column_major_decode_pick_rounds_at_its_stores(monkeypatch):
+    """bf16 column-major B decode: the model's pick is 8x512x32/8sg (8x512x64/8sg is pruned: its
+    bf16 C spills 320 B), and it builds with 0 spill: each 8x8 block of the f32 accumulator is
+    rounded to bf16 at its store (lower_xegpu.casts_at_their_stores; all rounded first, the
+    per-lane stores' bounds tests kept them live: 480 B of spill)."""
+    import torch
+    M, N, K = 8, 4096, 4096
+    a, c = torch.empty((M, K), dtype=torch.bfloat16), torch.empty((M, N), dtype=torch.bfloat16)
+    b = torch.empty((N, K), dtype=torch.bfloat16).T
+    kw = {"ACC": f32, "HAS_BIAS": False, "ACT": None}
+    pick = _model_pick(monkeypatch, "dg2", (a, b, c, M, N, K), kw)
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 32, 8), pick
+    bin_ = _dg2_build(pick, (a, b, c, M, N, K), kw)
+    assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
+    assert bin_.hot_loop.dpas == 32 and bin_.hot_loop.per_dpas <= 6.3, bin_.hot_loop_text()
 
 
 def test_dg2_perf_model_counts_the_block_read_plan():

@@ -47,10 +47,10 @@ def a_share_words(rows: int, row_words: int, work_items: int) -> Optional[int]:
 def decode_a_staged(BM: int, sm: int, BK: int, a_bits: int, nsg: int, sg: int) -> Optional[int]:
     """Words a work item stages when a column-major-B k-loop stages A (the lowering's
     :meth:`DecodeSlm.decode_a_plan`, and the autotuner's rule): every subgroup takes the
-    workgroup's whole A tile (one subgroup row, ``sm == BM``), one row a lane, one A
-    descriptor a k-step (at most 64 bytes of a row), and the panel splits (``a_share_words``).
-    None when A is not staged."""
-    if nsg < 2 or sm != BM or BM != sg or BK * a_bits > 512 or BK * a_bits % 32:
+    workgroup's whole A tile (one subgroup row, ``sm == BM``), one row a lane, at most two A
+    descriptors a k-step (64 bytes of a row each, side by side: 128 bytes), and the panel splits
+    (``a_share_words``). None when A is not staged."""
+    if nsg < 2 or sm != BM or BM != sg or BK * a_bits > 1024 or BK * a_bits % 32:
         return None
     return a_share_words(BM, BK * a_bits // 32, nsg * sg)
 
