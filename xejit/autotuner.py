@@ -399,14 +399,6 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         # before, 8x512x16/8sg 288 B, 8x512x32/8sg 480 B)
         problems.append(f"rounding a {sm}x{sn} f32 accumulator to bf16 runs Intel's compiler out of "
                         f"registers on {t.name} (calibrated: 320 B of spill)")
-    if t.block_io is None and t.dpas is not None and col_b and a_t.bitwidth == 8 and sm == BM and \
-            sn >= _DEFERRED_LANE_ROW_WORDS and op_k and BK > op_k:
-        # a calibration: 8-bit column-major B in wide decode tiles with several K-blocks a k-step
-        # spills in the cold k-loop version (its lane rows read per byte where the columns leave
-        # the view, next to 64 accumulator registers; acm-g10, IGC 2.40: int8 8x512x64/8sg and
-        # 8x512x128/8sg 2112 B; 8x512x32/8sg 0)
-        problems.append(f"8-bit column-major B over {BK // op_k} K-blocks a k-step in {sm}x{sn} decode tiles "
-                        f"runs Intel's compiler out of registers on {t.name} (calibrated: 2112 B of spill)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)
         k = t.dpas.k_of(op_t) if op_t else None

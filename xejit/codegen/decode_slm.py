@@ -151,7 +151,7 @@ class DecodeSlm:
             return None
         h, bits = self.sg, found[0][4]
         row_words = found[0][5] * bits // 32
-        q = a_share_words(h, row_words, self.nsg * self.sg)
+        q = decode_a_staged(h, h, found[0][5], bits, self.nsg, self.sg)      # (the autotuner's rule)
         if q is None:
             return None
         _, pos, arg, *_ = found[0]

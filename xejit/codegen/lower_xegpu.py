@@ -254,6 +254,8 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         self.nsg = num_subgroups
         #: each block's ops in the order lowered (``block``; K-block order reorders a k-step's DPAS)
         self._order: dict = {}
+        #: lowering the cold version of an 8-bit decode k-loop (``_versioned_on_block_reads``)
+        self.cold_bytes = False
         self.module = bi.new_module(fn.name)
         self.env: dict[int, Any] = {}
         self.instructions: Counter = Counter()
@@ -1148,7 +1150,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 ld = TLoad("B", tda, 0, w, 1, checked=True)
                 words = self.lane_row_words(ld, self.b.zext(self.lane_here(), I64), 0, 8)
                 return self.b.bitcast(words, self.vec_ty(rt))
-            self.env[id(r)] = Deferred(read, ahead=LANE_ROWS_AHEAD[bool(td.reads_in_bounds)])
+            self.env[id(r)] = Deferred(read, ahead=0 if self.cold_bytes else LANE_ROWS_AHEAD[bool(td.reads_in_bounds)])
         self.instructions["per-lane row load (lanerow) at its DPAS"] += 1
 
     def split_transposed_rows(self, buf, unit: ir.Type, per: int, nb: int) -> None:
@@ -1213,7 +1215,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                             # at BK=32 here spilled 864 B, 0 at the DPAS: parity_dpas.py)
                             self.b_transposed(s)
             return
-        many = sum(words_count(rt, self.sg) for rt in rtypes) >= _DEFERRED_WORDS
+        many = sum(words_count(rt, self.sg) for rt in rtypes) >= (_DEFERRED_WORDS // 2 if self.cold_bytes else _DEFERRED_WORDS)
         if not td.reads_in_bounds and many and self.only_dpas_uses(op):
             # not the fast version: each array block gathered per element at its DPAS, without
             # branches. Attention fwd on dg2 (D=64 fp16, V 16x64 a subgroup) spilled 3424 B with
@@ -1957,6 +1959,14 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 # 14 KB of spill; K-block order by single K-blocks 389 (a wait on the accumulator
                 # before every DPAS), loads moved to their DPAS 409 (B read at its DPAS); 363, 0 spill
                 self.kb_order = (not fast, dp.row_words // 8 // len(dp.parts))
+            # 8-bit decode's cold version over several K-blocks (bytes read one by one where the
+            # columns leave the view, next to 64 accumulator registers): K-block order by single K-blocks, A
+            # gathered at its DPAS, B's lane rows read at theirs (int8 8x512x64/8sg 2112 B of
+            # spill -> 0, 8x512x128/8sg 2112 -> 0; acm-g10)
+            self.cold_bytes = not fast and dp is not None and reads[dp.pos][0].type.dtype.bitwidth == 8 \
+                and dp.row_words > 8      # (one K-block a k-step, 8x512x32/8sg: 0 spill, 288 B with these)
+            if self.cold_bytes and self.kb_order:
+                self.kb_order = (True, 1)
             if fast and sp is not None and counted32:
                 self._slm_reads = reads
                 self.slm_begin(sp, reads[sp.b_pos][0])
@@ -1973,6 +1983,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
             self.splan = self.dplan = None
             self.kb_order = None
+            self.cold_bytes = False
             if not fast:     # the report counts the block-read version's instructions
                 self.instructions = counted
             return res
