@@ -221,11 +221,6 @@ def _by_parity(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t
     return parity_mode(sm, sn // t.dpas.n, b_t.bitwidth, b_t.is_int, bool(staged)) is not None
 
 
-#: accumulator registers from which a bf16 C's rounding spills in decode tiles (column-major B, the
-#: workgroup one subgroup tall) without 2D block IO (calibrated; other tiles not measured)
-BF16_ROUNDING_ACC_REGISTERS = 64
-
-
 def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | None, grf_mode: str,
                   a_type: Any, b_type: Any, c_type: Any, acc_type: Any,
                   precision: str | None = None) -> dict[str, Any]:
@@ -388,17 +383,6 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         # build with 0 spill
         problems.append(f"an 8-bit B panel of 4 words a work item over {BK // op_k} K-blocks runs Intel's "
                         f"compiler out of registers on {t.name} (calibrated: 128 B of spill)")
-    if t.block_io is None and t.registers is not None and c_t.name == "bf16" and acc_t.name == "f32" and \
-            col_b and sm == BM and sm * sn * acc_t.itemsize >= BF16_ROUNDING_ACC_REGISTERS * t.registers.bytes_each \
-            and BK * a_t.bitwidth > 512:
-        # a calibration: dg2's column-major B decode tiles of 8x64 (64 accumulator registers) with
-        # A staged from two descriptors a k-step spill outside the k-loop with a bf16 C (the
-        # epilogue's per-row bounds tests read row values made before the loops, spilled across
-        # them; acm-g10, IGC 2.40: 8x512x64/8sg 320 B; fp16 C 0). With one descriptor (BK=32)
-        # 0 since each block's rounding is made at its store (lower_xegpu.casts_at_their_stores;
-        # before, 8x512x16/8sg 288 B, 8x512x32/8sg 480 B)
-        problems.append(f"rounding a {sm}x{sn} f32 accumulator to bf16 runs Intel's compiler out of "
-                        f"registers on {t.name} (calibrated: 320 B of spill)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)
         k = t.dpas.k_of(op_t) if op_t else None

@@ -896,21 +896,25 @@ def test_dg2_decode_pick_beats_every_decode_config_that_builds_clean(dtype, col_
             assert bin_.hot_loop.per_dpas >= best, f"{cfg}: {bin_.hot_loop_text()} (pick {pick}: {best})"
 
 
-def test_dg2_bf16_column_major_decode_pick_rounds_at_its_stores(monkeypatch):
-    """bf16 column-major B decode: the model's pick is 8x512x32/8sg (8x512x64/8sg is pruned: its
-    bf16 C spills 320 B), and it builds with 0 spill: each 8x8 block of the f32 accumulator is
-    rounded to bf16 at its store (lower_xegpu.casts_at_their_stores; all rounded first, the
-    per-lane stores' bounds tests kept them live: 480 B of spill)."""
+@pytest.mark.parametrize("bk", [32, 64])
+def test_dg2_bf16_column_major_decode_builds_clean(monkeypatch, bk):
+    """bf16 column-major B decode, 8x64 tiles, builds with 0 spill: each 8x8 block of the f32
+    accumulator is rounded to bf16 at its store (lower_xegpu.casts_at_their_stores; all rounded
+    first, the per-lane stores' bounds tests kept them live: 8x512x32/8sg 480 B of spill), and
+    after A staged from two descriptors (BK=64) the stores' bounds are taken from the block's
+    corner (``corner_stores``: 320 B of spill). 8x512x64/8sg is the model's pick."""
     import torch
     M, N, K = 8, 4096, 4096
     a, c = torch.empty((M, K), dtype=torch.bfloat16), torch.empty((M, N), dtype=torch.bfloat16)
     b = torch.empty((N, K), dtype=torch.bfloat16).T
     kw = {"ACC": f32, "HAS_BIAS": False, "ACT": None}
     pick = _model_pick(monkeypatch, "dg2", (a, b, c, M, N, K), kw)
-    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 32, 8), pick
-    bin_ = _dg2_build(pick, (a, b, c, M, N, K), kw)
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 64, 8), pick
+    from xejit.autotuner import Config
+    cfg = Config({"BM": 8, "BN": 512, "BK": bk}, num_subgroups=8, num_stages=2)
+    bin_ = _dg2_build(cfg, (a, b, c, M, N, K), kw)
     assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
-    assert bin_.hot_loop.dpas == 32 and bin_.hot_loop.per_dpas <= 6.3, bin_.hot_loop_text()
+    assert bin_.hot_loop.dpas == bk and bin_.hot_loop.per_dpas <= {32: 6.3, 64: 5.7}[bk], bin_.hot_loop_text()
 
 
 def test_dg2_perf_model_counts_the_block_read_plan():

@@ -256,6 +256,8 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         self._order: dict = {}
         #: lowering the cold version of an 8-bit decode k-loop (``_versioned_on_block_reads``)
         self.cold_bytes = False
+        #: a decode k-loop staged A from two descriptors: 16-bit stores from the block's corner
+        self.corner_stores = False
         self.module = bi.new_module(fn.name)
         self.env: dict[int, Any] = {}
         self.instructions: Counter = Counter()
@@ -894,9 +896,24 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         b = self.b
         ety = reg_type(val_t.dtype)
         h, w = val_t.shape
+        # after a decode k-loop with A staged from two descriptors, 16-bit integer words (a bf16
+        # C) are stored with bounds and offset from the block's corner (-r0 <= r < H - r0, likewise
+        # the columns): 0 <= r0 + r < H, the same as an A tile's cold reads of those rows, were
+        # values LLVM kept from before the k-loops (bf16 8x512x64/8sg, acm-g10: 320 B of spill
+        # across them -> 0). Not elsewhere: fp16 the same 0, int8 8x512x128/8sg 0 -> 480 B, the
+        # fp16 4096^3 pick 531 -> 537 instructions in its hot loop
+        corner = (b.neg(r0), b.sub(td.H, r0), b.neg(c0), b.sub(td.W, c0)) \
+            if self.corner_stores and ety == I16 else None
         for e in self.each_element(per_lane_count(val_t.shape, self.sg), stores=True):
             r, c = self.coords_dyn((h, w), e)
-            ptr, ok = self.elem_ptr(td, b.add(r0, r), b.add(c0, c), ety)
+            if corner is None:
+                ptr, ok = self.elem_ptr(td, b.add(r0, r), b.add(c0, c), ety)
+            else:
+                nr, hr, nc, wc = corner
+                ok = b.and_(b.and_(b.icmp_signed(">=", r, nr), b.icmp_signed("<", r, hr)),
+                            b.and_(b.icmp_signed(">=", c, nc), b.icmp_signed("<", c, wc)))
+                off = b.sub(b.add(b.mul(r, td.s0), b.mul(c, td.s1)), b.add(b.mul(nr, td.s0), b.mul(nc, td.s1)))
+                ptr = b.gep(td.arr.ptr, [b.select(ok, off, I64(0))], source_etype=ety)
             if w <= self.sg and h % (self.sg // w):   # lanes past the last row hold nothing
                 ok = b.and_(ok, b.icmp_unsigned("<", r, I64(h)))
             with b.if_then(ok):
@@ -1926,6 +1943,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         ok = self.decode_reads_ok(dp, reads, lb, ub, step) if dp is not None else None
         if ok is None:
             dp = None
+        self.corner_stores |= dp is not None and len(dp.parts) > 1
         if plan is not None and plan.pairs and not self.parity_kept(
                 self._b_loads(plan, op.regions[0].block.args), plan.a_rows, dp is not None and dp.spread):
             plan.pairs = []      # by column parity only with the A^T spread staged (parity_mode)

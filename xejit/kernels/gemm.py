@@ -283,8 +283,8 @@ _DG2_CONFIGS = [
     # of work), colB 9.0; fp16 / bf16 BK=32 rowB 5.75 per DPAS issued (11.5 per DPAS of work; B^T
     # packed spilled 736 B), colB 7.94), then 8x16 tiles
     # (fp16 30.0 / 15.0-16.75, BK=32 26.5 / 10.0; int8 55.0 / 14.0-15.5: B^T packed, too narrow
-    # for parity). Column-major B takes 8x64 tiles (fp16 8x512x64/8sg 5.67, bf16 8x512x32/8sg
-    # 6.25, int8 8x512x128/8sg 5.56).
+    # for parity). Column-major B takes 8x64 tiles (fp16 / bf16 8x512x64/8sg 5.67 / 5.64, int8
+    # 8x512x128/8sg 5.56).
     _c(8, 256, 16, 8, 2),
     _c(8, 256, 32, 8, 2),
     # column-major B only (row-major B spills them: 3.9 / 9.0 KB fp16, 5.6 / 30 KB int8; pruned):
@@ -292,8 +292,8 @@ _DG2_CONFIGS = [
     # version, lower_xegpu.py LANE_ROWS_AHEAD), A staged in SLM. BK=32: fp16 / bf16 6.25, int8 7.5
     # (the int8 pick), 0 spill (read at their DPAS: 6.72, int8 288 B of spill). BK=64, A staged from
     # two descriptors with one barrier for four K-blocks, the DPAS in K-block pairs (decode_slm.py):
-    # fp16 5.67 (the fp16 pick), 0 spill; bf16 5.66 with 320 B of spill (pruned, calibrated), int8
-    # 6.09. int8 BK=128 (two descriptors): 5.56, 0 spill (the int8 pick; its cold version by
+    # fp16 5.67, bf16 5.64 (the picks), 0 spill (bf16's C stored from the block's corner:
+    # lower_xegpu.corner_stores; 320 B of spill before), int8 6.09. int8 BK=128 (two descriptors): 5.56, 0 spill (the int8 pick; its cold version by
     # single K-blocks: 2.1 KB of spill by pairs). Ranked for M <= 64 only (matmul.WIDE_DECODE_MAX_M):
     # the per-DPAS model would take them for 4096^3 column-major B too. Not listed: 8x512x16/8sg
     # 7.75, 8x1024x32/16sg fp16 6.59 / int8 8.06.
