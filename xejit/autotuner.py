@@ -221,11 +221,6 @@ def _by_parity(t: Any, BM: int, sm: int, sn: int, BK: int, k: int, a_t: Any, b_t
     return parity_mode(sm, sn // t.dpas.n, b_t.bitwidth, b_t.is_int, bool(staged)) is not None
 
 
-#: accumulator registers from which a bf16 C's rounding spills in decode tiles (column-major B, the
-#: workgroup one subgroup tall) without 2D block IO (calibrated; other tiles not measured)
-BF16_ROUNDING_ACC_REGISTERS = 64
-
-
 def decode_b_kstep_limit(t: Any, grf_mode: str) -> int:
     """The most bytes of B a k-step of a decode tile (one DPAS row block) takes on ``t`` with 2D
     block IO: half the register file (a calibration on Intel's compiler, not a resource limit).
@@ -342,13 +337,22 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
             kept = spreads_kept(sm * sn * acc_t.itemsize // rf.bytes_each, v, BK // op_k, rf.count - rf.reserved)
             kw, kb = op_k, 0
             extra = live_operand_registers(sn // (t.dpas.n * v), v, kept) * rf.bytes_each
+            if sn >= 64 and BK > 32:
+                # calibrated, its cause not read in the ISA: 8x64 tiles by parity deeper than
+                # 32 spill (acm-g10, M=8: fp16 / bf16 BK=64 9024 B, BK=128 18464 B; int8 BK=64
+                # 30336 B, BK=128 8896 B), though the count above fits
+                extra += rf.count * rf.bytes_each
         elif t.block_io is None and t.dpas is not None and op_k and col_b and sm == BM == t.dpas.max_m and \
                 sn >= _DEFERRED_LANE_ROW_WORDS:
             # column-major B of wide decode tiles (8x64, the workgroup one subgroup tall): each B
             # block is read at the DPAS before its own (lower_xegpu.py, Deferred.ahead), so two
             # B blocks are live, not the k-step.
-            # acm-g10, 0 spill: fp16 8x512x32/8 and 8x512x16/8, int8 8x512x32/8 (64 + 16 + 16)
+            # acm-g10, 0 spill: fp16 8x512x32/8 and 8x512x16/8, int8 8x512x32/8 (64 + 16 + 16).
+            # A staged from two descriptors (BK=64 fp16): the DPAS run in K-block pairs, one
+            # descriptor's A operands live (decode_slm.py; fp16 8x512x64/8 0 spill, 64 + 16 + 24)
             kb, extra = 0, (1 + max(LANE_ROWS_AHEAD)) * op_k * t.dpas.n * b_t.itemsize
+            if _a_staged(t, BM, sm, sn, BK, op_k, a_t.bitwidth, b_t, nsg, col_b):
+                kw = min(kw, 512 // a_t.bitwidth)
         elif t.block_io is None and t.dpas is not None and t.registers is not None and op_k and (
                 (col_b and sm > t.dpas.max_m) or (not col_b and BK > op_k)):
             # DPAS without 2D block IO, B not staged: the whole k-step is live, and Intel's compiler
@@ -413,14 +417,6 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
         # build with 0 spill
         problems.append(f"an 8-bit B panel of 4 words a work item over {BK // op_k} K-blocks runs Intel's "
                         f"compiler out of registers on {t.name} (calibrated: 128 B of spill)")
-    if t.block_io is None and t.registers is not None and c_t.name == "bf16" and acc_t.name == "f32" and \
-            col_b and sm == BM and sm * sn * acc_t.itemsize >= BF16_ROUNDING_ACC_REGISTERS * t.registers.bytes_each:
-        # a calibration: dg2's column-major B decode tiles of 8x64 (64 accumulator registers) spill
-        # outside the k-loop with a bf16 C (the epilogue's rounding to nearest-even next to the
-        # accumulator: spill and fill sends before the loops and after them; acm-g10, IGC 2.40:
-        # 8x512x16/8sg 288 B, 8x512x32/8sg 480 B; fp16 C and 8x32 tiles 0)
-        problems.append(f"rounding a {sm}x{sn} f32 accumulator to bf16 runs Intel's compiler out of "
-                        f"registers on {t.name} (calibrated: 288-480 B of spill)")
     if t.dpas is not None:
         op_t = _DPAS_TYPE.get(a_t.name)
         k = t.dpas.k_of(op_t) if op_t else None

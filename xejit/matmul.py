@@ -226,8 +226,8 @@ def _shape_prune(configs, named, **kwargs):
 
 
 #: wide decode tiles (8 x 64 and more a subgroup, the workgroup 8 rows tall) only up to this M:
-#: their fewer instructions per DPAS (dg2 column-major B 8x512x32/8sg 6.25 against 16x16 tiles'
-#: 14.25) would rank them first for tall GEMMs too, where B is read again for every 8 rows of C,
+#: their fewer instructions per DPAS (dg2 column-major B fp16 8x512x64/8sg 5.67 against 16x16
+#: tiles' 14.25) would rank them first for tall GEMMs too, where B is read again for every 8 rows of C,
 #: traffic the per-DPAS model does not see
 WIDE_DECODE_MAX_M = 64
 

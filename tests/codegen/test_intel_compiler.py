@@ -859,10 +859,13 @@ def test_lnl_and_ptl_picks_reach_the_goals(target, dtype, col_b, M, bm, bn, bk, 
 # 8x256x32/8sg 5.75 -> 5.62.
 # Column-major B, 8x64 subgroup tiles (8x512x32/8sg, a library config for M <= 64) with B's lane
 # rows read at the DPAS before their own (lower_xegpu.py, Deferred.ahead: two k-steps an iteration,
-# 32 fp16 / 16 int8 DPAS): fp16 6.72 -> 6.25 (the pick; 8x256x32/8sg 7.94), int8 288 B of spill ->
-# 0 and 7.5 (the pick; 8x256x32/8sg 9.0).
-DG2_DECODE_PICKS = {("fp16", False): ((8, 512, 32, 8), 64, 4.3), ("fp16", True): ((8, 512, 32, 8), 32, 6.3),
-                    ("int8", False): ((8, 512, 32, 8), 64, 5.1), ("int8", True): ((8, 512, 32, 8), 16, 7.6)}
+# 32 fp16 / 16 int8 DPAS): fp16 6.72 -> 6.25 (8x256x32/8sg 7.94), int8 288 B of spill -> 0 and 7.5
+# (8x256x32/8sg 9.0). fp16 8x512x64/8sg (A staged from two descriptors, one barrier for
+# four K-blocks, DPAS in K-block pairs: decode_slm.py): 363 instructions for 64 DPAS, 5.67 (the pick).
+# int8 8x512x128/8sg (the same, and the cold version's bytes next to single K-blocks: 2112 B of
+# spill -> 0): 356 for 64, 5.56 (the pick; 8x512x64/8sg 6.09).
+DG2_DECODE_PICKS = {("fp16", False): ((8, 512, 32, 8), 64, 4.3), ("fp16", True): ((8, 512, 64, 8), 64, 5.7),
+                    ("int8", False): ((8, 512, 32, 8), 64, 5.1), ("int8", True): ((8, 512, 128, 8), 64, 5.6)}
 
 
 def _dg2_decode_pick(dtype: str, col_b: bool, monkeypatch):
@@ -909,6 +912,27 @@ def test_dg2_decode_pick_beats_every_decode_config_that_builds_clean(dtype, col_
         bin_ = _dg2_build(cfg, args, kw)
         if not (bin_.spill_bytes or bin_.private_bytes):
             assert bin_.hot_loop.per_dpas >= best, f"{cfg}: {bin_.hot_loop_text()} (pick {pick}: {best})"
+
+
+@pytest.mark.parametrize("bk", [32, 64])
+def test_dg2_bf16_column_major_decode_builds_clean(monkeypatch, bk):
+    """bf16 column-major B decode, 8x64 tiles, builds with 0 spill: each 8x8 block of the f32
+    accumulator is rounded to bf16 at its store (lower_xegpu.casts_at_their_stores; all rounded
+    first, the per-lane stores' bounds tests kept them live: 8x512x32/8sg 480 B of spill), and
+    after A staged from two descriptors (BK=64) the stores' bounds are taken from the block's
+    corner (``corner_stores``: 320 B of spill). 8x512x64/8sg is the model's pick."""
+    import torch
+    M, N, K = 8, 4096, 4096
+    a, c = torch.empty((M, K), dtype=torch.bfloat16), torch.empty((M, N), dtype=torch.bfloat16)
+    b = torch.empty((N, K), dtype=torch.bfloat16).T
+    kw = {"ACC": f32, "HAS_BIAS": False, "ACT": None}
+    pick = _model_pick(monkeypatch, "dg2", (a, b, c, M, N, K), kw)
+    assert (pick.kwargs["BM"], pick.kwargs["BN"], pick.kwargs["BK"], pick.num_subgroups) == (8, 512, 64, 8), pick
+    from xejit.autotuner import Config
+    cfg = Config({"BM": 8, "BN": 512, "BK": bk}, num_subgroups=8, num_stages=2)
+    bin_ = _dg2_build(cfg, (a, b, c, M, N, K), kw)
+    assert bin_.spill_bytes == 0 and bin_.private_bytes == 0, bin_.summary()
+    assert bin_.hot_loop.dpas == bk and bin_.hot_loop.per_dpas <= {32: 6.3, 64: 5.7}[bk], bin_.hot_loop_text()
 
 
 def test_dg2_perf_model_counts_the_block_read_plan():

@@ -18,8 +18,9 @@ version has only block reads and DPAS, the cold one only the per-element code.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from llvmlite import ir
 
@@ -34,6 +35,16 @@ I32, I64 = bi.I32, bi.I64
 _UNITS = {32: ("j", bi.I32), 16: ("t", bi.I16), 8: ("h", bi.I8)}
 #: the largest vector of units one read returns (cl_intel_subgroups: uint8, ushort8, uchar16)
 _MAX_VEC = {32: 8, 16: 8, 8: 16}
+
+
+@dataclass
+class Deferred:
+    """A block load made where its DPAS takes it (``read()`` emits it there), not where the
+    load is: only that block's words are live, not every array block's at once."""
+    read: Callable[[], Any]
+    #: read this many DPAS early (at a DPAS before the one that takes it): column-major B's lane
+    #: rows, so that the next blocks' loads are in flight while this DPAS runs
+    ahead: int = 0
 
 
 @dataclass

@@ -19,13 +19,13 @@ the workgroup's panels (:meth:`DecodeSlm.decode_reads_ok`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from llvmlite import ir
 
 from . import builtins as bi
-from .block_reads import Words
+from .block_reads import Deferred, Words
 from .parity_dpas import as_vector, spread_fields, ways
 
 I32, I64 = bi.I32, bi.I64
@@ -47,10 +47,10 @@ def a_share_words(rows: int, row_words: int, work_items: int) -> Optional[int]:
 def decode_a_staged(BM: int, sm: int, BK: int, a_bits: int, nsg: int, sg: int) -> Optional[int]:
     """Words a work item stages when a column-major-B k-loop stages A (the lowering's
     :meth:`DecodeSlm.decode_a_plan`, and the autotuner's rule): every subgroup takes the
-    workgroup's whole A tile (one subgroup row, ``sm == BM``), one row a lane, one A
-    descriptor a k-step (at most 64 bytes of a row), and the panel splits (``a_share_words``).
-    None when A is not staged."""
-    if nsg < 2 or sm != BM or BM != sg or BK * a_bits > 512 or BK * a_bits % 32:
+    workgroup's whole A tile (one subgroup row, ``sm == BM``), one row a lane, at most two A
+    descriptors a k-step (64 bytes of a row each, side by side: 128 bytes), and the panel splits
+    (``a_share_words``). None when A is not staged."""
+    if nsg < 2 or sm != BM or BM != sg or BK * a_bits > 1024 or BK * a_bits % 32:
         return None
     return a_share_words(BM, BK * a_bits // 32, nsg * sg)
 
@@ -103,6 +103,12 @@ class DPlan:
     c0: Optional[ir.Value] = None
     lane8: Optional[ir.Value] = None
     lane_ptr: ir.Value | None = None
+    #: the A descriptors that cover the panel side by side along K (id of the body argument ->
+    #: its first K-block in the panel), their iter_arg positions; whether this k-step's share
+    #: is staged yet (by its first A load lowered)
+    parts: dict = field(default_factory=dict)
+    positions: set = field(default_factory=set)
+    staged: bool = False
 
     @property
     def words(self) -> int:
@@ -123,7 +129,7 @@ class DecodeSlm:
         body_args = op.regions[0].block.args
         if plan is not None:
             return self._spread_plan(reads, plan, body_args)
-        found = None
+        found = []
         for i, (td, dr, dc) in reads.items():
             arg = body_args[1 + i]
             loads = [u for u, _ in arg.uses if u.name == "xegpu.load_nd"]
@@ -135,19 +141,23 @@ class DecodeSlm:
             wg = td.wg
             h, w = td.type.shape
             count = td.type.array_length
-            if tuple(wg[0:2]) != tuple(wg[4:6]) or (h, w * count) != tuple(wg[0:2]) or h != self.sg:
-                continue       # not one tile shared by the whole workgroup
-            if found is not None:
-                return None
-            found = (i, arg, h, w * count * td.type.dtype.bitwidth // 32)
-        if found is None:
+            if tuple(wg[0:2]) != tuple(wg[4:6]) or h != wg[0] or h != self.sg or wg[7] != 0:
+                continue       # not a part of one tile shared by the whole workgroup
+            found.append((wg[8], i, arg, w * count, td.type.dtype.bitwidth, wg[1]))
+        # the parts (one descriptor: at most 64 bytes of a row) must cover the tile's K side by side
+        found.sort(key=lambda f: f[0])
+        if not found or any(f[0] != sum(g[3] for g in found[:j]) or f[4:] != found[0][4:]
+                            for j, f in enumerate(found)) or sum(f[3] for f in found) != found[0][5]:
             return None
-        pos, arg, h, row_words = found
-        lanes = self.nsg * self.sg
-        q = a_share_words(h, row_words, lanes)
+        h, bits = self.sg, found[0][4]
+        row_words = found[0][5] * bits // 32
+        q = decode_a_staged(h, h, found[0][5], bits, self.nsg, self.sg)      # (the autotuner's rule)
         if q is None:
             return None
-        return DPlan(pos, arg, h, row_words, q, row_words // q)
+        _, pos, arg, *_ = found[0]
+        # each part's first K-block (8 words) in the panel
+        parts = {id(f[2]): f[0] * bits // 256 for f in found}
+        return DPlan(pos, arg, h, row_words, q, row_words // q, parts=parts, positions={f[1] for f in found})
 
     def _spread_plan(self, reads: dict, plan, body_args) -> Optional[DPlan]:
         """Row-major B by column parity: the A^T spread staged when every subgroup takes the
@@ -234,7 +244,7 @@ class DecodeSlm:
         b = self.b
         spans, ok = [], None
         for i, (td, dr, dc) in reads.items():
-            if i == dp.pos:
+            if i == dp.pos or i in dp.positions:
                 continue
             still = [isinstance(d, ir.Constant) and d.constant == 0 for d in (dr, dc)]
             if still.count(True) != 1:
@@ -255,7 +265,7 @@ class DecodeSlm:
             sgid = b.zext(bi.sub_group_id(b), I64)
             shifts = (b.sub(I64(0), b.mul(sgid, width)), b.mul(b.sub(I64(self.nsg - 1), sgid), width))
         for i, (td, dr, dc) in reads.items():
-            if i == dp.pos:
+            if i == dp.pos or i in dp.positions:
                 places = [td]
             else:
                 axis = next(ax for j, ax, _, _ in spans if j == i)
@@ -299,6 +309,7 @@ class DecodeSlm:
 
     def _buffer_hook(self, dp: DPlan, step: int):
         def enter(ctr: ir.Value, n32: ir.Value, parity: Optional[int] = None):
+            dp.staged = False
             dp.cur = I32(parity * dp.words) if parity is not None else \
                 self.b.mul(self.b.and_(self.b.udiv(ctr, I32(step)), I32(1)), I32(dp.words))
             return None
@@ -309,22 +320,30 @@ class DecodeSlm:
         """The A load of a staged fast k-step: this work item's share from global memory to the
         step's buffer, the barrier, then each array block (K-block) one per-lane SLM load."""
         b, dp = self.b, self.dplan
-        if dp.writers < self.nsg:     # (uniform in a subgroup: its block write takes every lane)
-            with b.if_then(b.icmp_unsigned("<", bi.sub_group_id(b), I32(dp.writers))):
-                self._stage_share(td)
-        else:
-            self._stage_share(td)
-        bi.barrier(b)
-        self.instructions["workgroup barrier (A staged, one a k-step)"] += 1
+        kb0 = dp.parts.get(id(op.operands[0]), 0)
+        if not dp.staged:     # the k-step's first A load stages the whole panel
+            panel = td.moved(td.row, b.sub(td.col, I64(kb0 * 256 // td.type.dtype.bitwidth))) if kb0 else td
+            if dp.writers < self.nsg:     # (uniform in a subgroup: its block write takes every lane)
+                with b.if_then(b.icmp_unsigned("<", bi.sub_group_id(b), I32(dp.writers))):
+                    self._stage_share(panel)
+            else:
+                self._stage_share(panel)
+            bi.barrier(b)
+            self.instructions["workgroup barrier (A staged, one a k-step)"] += 1
+            dp.staged = True
         vt = ir.VectorType(I32, 8)
-        for a, (res, rt) in enumerate(zip(op.results, rtypes)):
-            ptr = b.gep(dp.lane_ptr, [b.zext(b.add(dp.cur, I32(64 * a)), I64)], source_etype=I32)
-            ld = b.load(b.bitcast(ptr, ir.PointerType(vt, addrspace=bi.LOCAL_AS)), typ=vt)
-            ld.align = 4
-            vt_r = self.vec_ty(rt)
-            # (a block longer than a SPIR-V vector, int8's 32 bytes a lane, stays as its words)
-            self.env[id(res)] = b.bitcast(ld, vt_r) if vt_r is not None else \
-                Words([b.extract_element(ld, I32(i)) for i in range(8)], rt)
+        for a, (res, rt) in enumerate(zip(op.results, rtypes), start=kb0):
+            def read(a=a, rt=rt):
+                ptr = b.gep(dp.lane_ptr, [b.zext(b.add(dp.cur, I32(64 * a)), I64)], source_etype=I32)
+                ld = b.load(b.bitcast(ptr, ir.PointerType(vt, addrspace=bi.LOCAL_AS)), typ=vt)
+                ld.align = 4
+                vt_r = self.vec_ty(rt)
+                # (a block longer than a SPIR-V vector, int8's 32 bytes a lane, stays as its words)
+                return b.bitcast(ld, vt_r) if vt_r is not None else \
+                    Words([b.extract_element(ld, I32(i)) for i in range(8)], rt)
+            # several descriptors (a k-step of 4+ K-blocks, taken in K-block order): each read
+            # at its first DPAS (read here, all four of fp16 8x512x64/8sg spilled 7.9 KB)
+            self.env[id(res)] = Deferred(read) if len(dp.parts) > 1 else read()
         self.instructions["SLM load of an A operand (per lane, 8 words)"] += 1
 
     def _stage_share(self, td) -> None:

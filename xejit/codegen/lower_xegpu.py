@@ -58,7 +58,7 @@ import contextlib
 import math
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 from llvmlite import ir
@@ -74,7 +74,7 @@ from . import block_payload as bp
 from . import builtins as bi
 from . import emulation as emu
 from .abi import kernel_abi
-from .block_reads import BlockReads, Words, words_count
+from .block_reads import BlockReads, Deferred, Words, words_count
 from .decode_slm import DecodeSlm
 from .parity_dpas import ParityDpas, any_nan, parity_join, parity_split, spreads_kept, ways
 from .slm_staging import SlmStaging
@@ -113,6 +113,9 @@ _DEFERRED_WORDS = 32
 _DEFERRED_LANE_ROW_WORDS = 64
 #: such a block read this many DPAS ahead (``Deferred.ahead``), in the cold and the fast version
 LANE_ROWS_AHEAD = (1, 2)
+#: casts moved to their store (``casts_at_their_stores``)
+_CASTS_AT_STORES = ("arith.truncf", "arith.extf", "arith.trunci", "arith.extsi", "arith.extui",
+                    "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui")
 
 
 def reg_type(t: ScalarType) -> ir.Type:
@@ -212,16 +215,6 @@ class Lazy:
     type: VectorType
 
 
-@dataclass
-class Deferred:
-    """A block load made where its DPAS takes it (``read()`` emits it there), not where the
-    load is: only that block's words are live, not every array block's at once."""
-    read: Callable[[], Any]
-    #: read this many DPAS early (at a DPAS before the one that takes it): column-major B's lane
-    #: rows, so that the next blocks' loads are in flight while this DPAS runs
-    ahead: int = 0
-
-
 def load_mode(op: Operation) -> str:
     """How an ``xegpu.load_nd`` lays its block out: ``tpacked`` (transposed as 32-bit words:
     VNNI of a transposed block), ``transpose``, ``packed`` (VNNI) or ``plain``."""
@@ -260,6 +253,12 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         self.version_loops = (not emulate) if version_loops is None else version_loops
         self.sg = target.subgroup_size
         self.nsg = num_subgroups
+        #: each block's ops in the order lowered (``block``; K-block order reorders a k-step's DPAS)
+        self._order: dict = {}
+        #: lowering the cold version of an 8-bit decode k-loop (``_versioned_on_block_reads``)
+        self.cold_bytes = False
+        #: a decode k-loop staged A from two descriptors: 16-bit stores from the block's corner
+        self.corner_stores = False
         self.module = bi.new_module(fn.name)
         self.env: dict[int, Any] = {}
         self.instructions: Counter = Counter()
@@ -332,7 +331,11 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 in_code()
 
     def block(self, blk) -> Optional[list]:
-        for op in (self.slm_op_order(blk.ops) if self.kb_order else blk.ops):
+        ops = self.slm_op_order(blk.ops, *self.kb_order) if self.kb_order else blk.ops
+        if self.target.block_io is None:
+            ops = self.casts_at_their_stores(ops)
+        self._order[id(blk)] = ops
+        for op in ops:
             if op.name == "scf.yield":
                 return [self.env[id(v)] for v in op.operands]
             if op.name == "func.return":
@@ -340,6 +343,28 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 return None
             self.lower_op(op)
         return None
+
+    @staticmethod
+    def casts_at_their_stores(ops: list) -> list:
+        """``ops`` with each cast whose only use is a later store of the block moved to just
+        before that store (without 2D block IO a store is per lane behind bounds tests: the
+        casts of a tile's blocks, all made first, stayed live across all of them. A bf16 C's
+        rounding of an 8x64 f32 accumulator, acm-g10: 8x512x32/8sg 480 B of spill -> 0)."""
+        at: dict = {}
+        for o in ops:
+            uses = [u for r in o.results for u, _ in r.uses] if o.name in _CASTS_AT_STORES else []
+            if len(uses) == 1 and uses[0].name == "xegpu.store_nd" and uses[0].parent is o.parent:
+                at[id(uses[0])] = o
+        if not at:
+            return ops
+        moved = {id(o) for o in at.values()}
+        out = []
+        for o in ops:
+            if id(o) in at:
+                out.append(at[id(o)])
+            if id(o) not in moved:
+                out.append(o)
+        return out
 
     # -- small helpers -------------------------------------------------------------------------
 
@@ -872,9 +897,24 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         b = self.b
         ety = reg_type(val_t.dtype)
         h, w = val_t.shape
+        # after a decode k-loop with A staged from two descriptors, 16-bit integer words (a bf16
+        # C) are stored with bounds and offset from the block's corner (-r0 <= r < H - r0, likewise
+        # the columns): 0 <= r0 + r < H, the same as an A tile's cold reads of those rows, were
+        # values LLVM kept from before the k-loops (bf16 8x512x64/8sg, acm-g10: 320 B of spill
+        # across them -> 0). Not elsewhere: fp16 the same 0, int8 8x512x128/8sg 0 -> 480 B, the
+        # fp16 4096^3 pick 531 -> 537 instructions in its hot loop
+        corner = (b.neg(r0), b.sub(td.H, r0), b.neg(c0), b.sub(td.W, c0)) \
+            if self.corner_stores and ety == I16 else None
         for e in self.each_element(per_lane_count(val_t.shape, self.sg), stores=True):
             r, c = self.coords_dyn((h, w), e)
-            ptr, ok = self.elem_ptr(td, b.add(r0, r), b.add(c0, c), ety)
+            if corner is None:
+                ptr, ok = self.elem_ptr(td, b.add(r0, r), b.add(c0, c), ety)
+            else:
+                nr, hr, nc, wc = corner
+                ok = b.and_(b.and_(b.icmp_signed(">=", r, nr), b.icmp_signed("<", r, hr)),
+                            b.and_(b.icmp_signed(">=", c, nc), b.icmp_signed("<", c, wc)))
+                off = b.sub(b.add(b.mul(r, td.s0), b.mul(c, td.s1)), b.add(b.mul(nr, td.s0), b.mul(nc, td.s1)))
+                ptr = b.gep(td.arr.ptr, [b.select(ok, off, I64(0))], source_etype=ety)
             if w <= self.sg and h % (self.sg // w):   # lanes past the last row hold nothing
                 ok = b.and_(ok, b.icmp_unsigned("<", r, I64(h)))
             with b.if_then(ok):
@@ -1128,7 +1168,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                 ld = TLoad("B", tda, 0, w, 1, checked=True)
                 words = self.lane_row_words(ld, self.b.zext(self.lane_here(), I64), 0, 8)
                 return self.b.bitcast(words, self.vec_ty(rt))
-            self.env[id(r)] = Deferred(read, ahead=LANE_ROWS_AHEAD[bool(td.reads_in_bounds)])
+            self.env[id(r)] = Deferred(read, ahead=0 if self.cold_bytes else LANE_ROWS_AHEAD[bool(td.reads_in_bounds)])
         self.instructions["per-lane row load (lanerow) at its DPAS"] += 1
 
     def split_transposed_rows(self, buf, unit: ir.Type, per: int, nb: int) -> None:
@@ -1166,7 +1206,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         the fast version of a k-loop versioned on them (codegen/block_reads.py). Elsewhere a DPAS
         operand is gathered per element without branches (at its DPAS when that is in the same
         block: :class:`Deferred`), any other load reads each row behind a bounds test."""
-        if self.dplan is not None and not self.dplan.spread and op.operands[0] is self.dplan.arg and td.reads_in_bounds:
+        if self.dplan is not None and not self.dplan.spread and id(op.operands[0]) in self.dplan.parts and td.reads_in_bounds:
             self.decode_a_load(op, td, rtypes)      # A staged in SLM (decode_slm.py)
             return
         kind = self.block_read_kind(t, mode)
@@ -1193,7 +1233,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
                             # at BK=32 here spilled 864 B, 0 at the DPAS: parity_dpas.py)
                             self.b_transposed(s)
             return
-        many = sum(words_count(rt, self.sg) for rt in rtypes) >= _DEFERRED_WORDS
+        many = sum(words_count(rt, self.sg) for rt in rtypes) >= (_DEFERRED_WORDS // 2 if self.cold_bytes else _DEFERRED_WORDS)
         if not td.reads_in_bounds and many and self.only_dpas_uses(op):
             # not the fast version: each array block gathered per element at its DPAS, without
             # branches. Attention fwd on dg2 (D=64 fp16, V 16x64 a subgroup) spilled 3424 B with
@@ -1742,7 +1782,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         read ahead: its load is issued before this DPAS, into a second register block (read at
         its own DPAS, every B block of an 8x64 decode tile landed in one register block, and
         Intel's compiler waited on the previous DPAS before each load: 1-2 syncs a DPAS)."""
-        ops = op.parent.ops
+        ops = self._order.get(id(op.parent), op.parent.ops)     # the order lowered (slm_op_order)
         i = next(j for j, o in enumerate(ops) if o is op)
         nxt = [o for o in ops[i + 1:] if o.name == "xegpu.dpas"][:max(LANE_ROWS_AHEAD)]
         for j, o in enumerate(nxt):
@@ -1904,6 +1944,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         ok = self.decode_reads_ok(dp, reads, lb, ub, step) if dp is not None else None
         if ok is None:
             dp = None
+        self.corner_stores |= dp is not None and len(dp.parts) > 1
         if plan is not None and plan.pairs and not self.parity_kept(
                 self._b_loads(plan, op.regions[0].block.args), plan.a_rows, dp is not None and dp.spread):
             plan.pairs = []      # by column parity only with the A^T spread staged (parity_mode)
@@ -1939,7 +1980,24 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             vplan = plan if fast or plan is None or not plan.pairs or cold_parity else replace(plan, pairs=[])
             # both versions take the DPAS in K-block order when B is staged (the cold
             # one's per-subgroup packing spilled 1.2-6.5 KB in chain order, BK=64)
-            self.kb_order = sp is not None or bool(vplan and vplan.pairs)
+            self.kb_order = (True, 1) if sp is not None or bool(vplan and vplan.pairs) else None
+            if dp is not None and len(dp.parts) > 1:
+                # decode, A staged from several descriptors (a k-step of 4+ K-blocks): K-block
+                # order by a descriptor's K-blocks (in chain order within them: a DPAS right after
+                # its accumulator's last needs no wait), the fast version's loads where they are
+                # (B's lane rows read ahead in the order lowered, A's SLM loads at their first
+                # DPAS). fp16 8x512x64/8sg, acm-g10: chain order 499 instructions for 64 DPAS,
+                # 14 KB of spill; K-block order by single K-blocks 389 (a wait on the accumulator
+                # before every DPAS), loads moved to their DPAS 409 (B read at its DPAS); 363, 0 spill
+                self.kb_order = (not fast, dp.row_words // 8 // len(dp.parts))
+            # 8-bit decode's cold version over several K-blocks (bytes read one by one where the
+            # columns leave the view, next to 64 accumulator registers): K-block order by single K-blocks, A
+            # gathered at its DPAS, B's lane rows read at theirs (int8 8x512x64/8sg 2112 B of
+            # spill -> 0, 8x512x128/8sg 2112 -> 0; acm-g10)
+            self.cold_bytes = not fast and dp is not None and reads[dp.pos][0].type.dtype.bitwidth == 8 \
+                and dp.row_words > 8      # (one K-block a k-step, 8x512x32/8sg: 0 spill, 288 B with these)
+            if self.cold_bytes and self.kb_order:
+                self.kb_order = (True, 1)
             if fast and sp is not None and counted32:
                 self._slm_reads = reads
                 self.slm_begin(sp, reads[sp.b_pos][0])
@@ -1955,7 +2013,8 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
             res = self._lower_for_transposed(op, reads, vplan, fast, steps) if plan else \
                 self._lower_for(op, steps, reads_in_bounds={i: fast for i in reads})
             self.splan = self.dplan = None
-            self.kb_order = False
+            self.kb_order = None
+            self.cold_bytes = False
             if not fast:     # the report counts the block-read version's instructions
                 self.instructions = counted
             return res

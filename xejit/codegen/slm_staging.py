@@ -81,8 +81,9 @@ class SlmStaging:
     """B panels VNNI-packed in SLM for dg2's transposed k-loop (module docstring)."""
 
     splan: Optional[SPlan] = None
-    #: the k-loop version being lowered takes its DPAS in K-block order (``slm_op_order``)
-    kb_order: bool = False
+    #: the k-loop version being lowered takes its DPAS in K-block order: ``slm_op_order``'s
+    #: (sink, group), or None
+    kb_order: tuple | None = None
     #: ``_lower_for``'s per-iteration hook (``slm_loop_hook``), taken by the next loop lowered
     loop_hook = None
     _slm_reads: dict = {}
@@ -184,11 +185,12 @@ class SlmStaging:
         return b.and_(ok, b.icmp_signed("==", b.and_(b.mul(dc, I64(eb)), I64(3)), I64(0)))
 
     @staticmethod
-    def slm_op_order(ops: list) -> list:
+    def slm_op_order(ops: list, sink: bool = True, group: int = 1) -> list:
         """The staged k-step's ops with its run of DPAS in K-block order (every chain's first
-        DPAS, then every second, ...), each load that only feeds DPAS moved to just before the
-        first DPAS that takes it: a K-slice's operands are made, used and dead before the next
-        slice's (fp16 BK=64: all 16 operands of a step at once spilled)."""
+        DPAS, then every second, ...; with ``group`` > 1 every chain's first ``group``, in chain
+        order, then the next ``group``...), with ``sink`` each load that only feeds DPAS moved to
+        just before the first DPAS that takes it: a K-slice's operands are made, used and dead
+        before the next slice's (fp16 BK=64: all 16 operands of a step at once spilled)."""
         idx = [i for i, o in enumerate(ops) if o.name == "xegpu.dpas"]
         if not idx or idx[-1] - idx[0] + 1 != len(idx):
             return ops
@@ -196,23 +198,23 @@ class SlmStaging:
         depth: dict = {}
         for o in run:
             depth[id(o.result)] = depth.get(id(o.operands[2]), -1) + 1
-        run.sort(key=lambda o: depth[id(o.result)])
+        run.sort(key=lambda o: depth[id(o.result)] // group)
         pre, inside = ops[:idx[0]], {id(o) for o in run}
         if any(o.regions or any(k in o.name for k in ("store", "atomic", "barrier", "fence", "call")) for o in pre):
             return ops          # a load moved past these could read something else
-        sink: set = set()
-        for o in reversed(pre):     # loads (and their slices) whose every use is a DPAS of the run
+        sunk: set = set()
+        for o in reversed(pre if sink else ()):   # loads (and their slices) whose every use is a DPAS of the run
             uses = [u for r in o.results for u, _ in r.uses]
             if o.name in ("xegpu.load_nd", "vector.extract_strided_slice") and uses and \
-                    all(id(u) in inside or id(u) in sink for u in uses):
-                sink.add(id(o))
-        out = [o for o in pre if id(o) not in sink]
+                    all(id(u) in inside or id(u) in sunk for u in uses):
+                sunk.add(id(o))
+        out = [o for o in pre if id(o) not in sunk]
         done: set = set()
 
         def emit(o) -> None:
             for x in o.operands:
                 p = getattr(x, "op", None)
-                if p is not None and id(p) in sink and id(p) not in done:
+                if p is not None and id(p) in sunk and id(p) not in done:
                     done.add(id(p))
                     emit(p)
             out.append(o)

@@ -296,23 +296,31 @@ _DG2_CONFIGS = [
     # of work), colB 9.0; fp16 / bf16 BK=32 rowB 5.62 per DPAS issued (11.25 per DPAS of work; B^T
     # packed spilled 736 B), colB 7.94), then 8x16 tiles
     # (fp16 30.0 / 15.0-16.75, BK=32 26.5 / 10.0; int8 55.0 / 14.0-15.5: B^T packed, too narrow
-    # for parity). Column-major B takes 8x64 tiles (8x512x32/8sg: fp16 6.25, int8 7.5).
+    # for parity). Column-major B takes 8x64 tiles (fp16 / bf16 8x512x64/8sg 5.67 / 5.64, int8
+    # 8x512x128/8sg 5.56).
     _c(8, 256, 16, 8, 2),
     _c(8, 256, 32, 8, 2),
     # 8x64 subgroup tiles. Row-major int8 B by byte parity in both loop versions (the cold one
     # makes the A^T spread on registers), the two column groups' DPAS issued together, a spread
-    # load for two DPAS (parity_dpas.spreads_kept): 5.03 instructions per DPAS issued (322 for
-    # 64; 20.1 per DPAS of work), 0 spill, the int8 rowB decode pick (before: 8.19 and 19 KB of
+    # load for two DPAS (parity_dpas.spreads_kept): BK=32 5.03 instructions per DPAS issued (322
+    # for 64; 20.1 per DPAS of work), 0 spill, the int8 rowB decode pick (before: 8.19 and 19 KB of
     # spill). Row-major fp16 / bf16 B likewise, the cold version's rows masked to each parity
-    # (exact: the NaN rerun's path): 4.28 / 4.25 per DPAS issued (274 / 272 for 64; 8.6 per DPAS
-    # of work), 0 spill, the fp16 / bf16 rowB decode pick (before: 20.7 KB of spill).
-    # Column-major B: B's lane rows read one DPAS ahead of their own (two ahead in the fast version,
-    # lower_xegpu.py LANE_ROWS_AHEAD): fp16 6.25 (bf16 the same path), int8 7.5, 0 spill (read at
-    # their DPAS: 6.72, int8 288 B of spill). Ranked for M <= 64 only (matmul.WIDE_DECODE_MAX_M):
-    # the per-DPAS model would take it for 4096^3 column-major B too. Not listed: 8x512x64/8sg (int8
-    # 6.28 in the hot loop but 2.1 KB of spill in the cold version; fp16 7.9 KB), 8x512x16/8sg 7.75,
+    # (exact: the NaN rerun's path): BK=32 4.28 / 4.25 per DPAS issued (274 / 272 for 64; 8.6 per
+    # DPAS of work), 0 spill, the fp16 / bf16 rowB decode picks. Row-major B at BK=64 spills in
+    # its cold version (int8 2.1 KB, fp16 7.9 KB; pruned).
+    # Column-major B: B's lane rows read one DPAS ahead of their own (two ahead in the fast
+    # version, lower_xegpu.py LANE_ROWS_AHEAD), A staged in SLM. BK=32: fp16 / bf16 6.25, int8 7.5,
+    # 0 spill (read at their DPAS: 6.72, int8 288 B of spill). BK=64, A staged from two
+    # descriptors with one barrier for four K-blocks, the DPAS in K-block pairs (decode_slm.py):
+    # fp16 5.67, bf16 5.64 (the picks), 0 spill (bf16's C stored from the block's corner:
+    # lower_xegpu.corner_stores; 320 B of spill before), int8 6.09. int8 BK=128 (two
+    # descriptors): 5.56, 0 spill (the int8 pick; its cold version by single K-blocks: 2.1 KB of
+    # spill by pairs). Ranked for M <= 64 only (matmul.WIDE_DECODE_MAX_M): the per-DPAS model
+    # would take them for 4096^3 column-major B too. Not listed: 8x512x16/8sg 7.75,
     # 8x1024x32/16sg fp16 6.59 / int8 8.06.
     _c(8, 512, 32, 8, 2),
+    _c(8, 512, 64, 8, 2),
+    _c(8, 512, 128, 8, 2),      # int8 (fp16: A not staged, 4.3 KB of spill; pruned)
     _c(8, 256, 16, 16, 2),      # fp16/bf16, then int8
     _c(8, 128, 16, 8, 2),
     _c(8, 256, 32, 16, 2),

@@ -135,6 +135,22 @@ def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     ("i8", (8, 512, 32), (8, 512, 96)),
     ("i8", (8, 1024, 32, 16), (8, 1024, 64)),
     pytest.param("bf16", (8, 512, 32), (8, 520, 64), marks=pytest.mark.slow),   # fp16's path
+    # A staged from two descriptors (BK=64 fp16, 128 int8: four K-blocks a k-step, one barrier),
+    # DPAS in K-block pairs, A's SLM loads at their first DPAS: N edges (the second workgroup's
+    # cold version next to the first one's fast one; int8's cold version by single K-blocks, A
+    # gathered and B's bytes read at their DPAS), fp16 over 3 k-steps (the paired loop's leftover
+    # step); slow (int8 ~12 s of CPU each): in bounds over several steps, M / N edges with a K
+    # tail, int8 BK=64 (one descriptor)
+    # (bf16: fp16's k-loop; after it its C is stored from the block's corner, corner_stores)
+    ("bf16", (8, 512, 64, 8), (8, 700, 192)),
+    pytest.param("bf16", (8, 512, 64, 8), (5, 600, 130), marks=pytest.mark.slow),
+    pytest.param("f16", (8, 512, 64, 8), (8, 700, 192), marks=pytest.mark.slow),
+    pytest.param("i8", (8, 512, 128, 8), (8, 530, 256), marks=pytest.mark.slow),
+    pytest.param("f16", (8, 512, 64, 8), (8, 1024, 256), marks=pytest.mark.slow),
+    pytest.param("f16", (8, 512, 64, 8), (5, 600, 200), marks=pytest.mark.slow),
+    pytest.param("i8", (8, 512, 128, 8), (8, 512, 384), marks=pytest.mark.slow),
+    pytest.param("i8", (8, 512, 128, 8), (7, 530, 300), marks=pytest.mark.slow),
+    pytest.param("i8", (8, 512, 64, 8), (8, 600, 192), marks=pytest.mark.slow),
 ])
 def test_column_major_b_on_dg2(monkeypatch, dtype, tile, shape):
     """B stored [N, K] (a Linear layer's weights: ``a @ w.T``): its K pairs are adjacent, so in
