@@ -240,8 +240,9 @@ def _wide_decode(c) -> bool:
 
 def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None, b=None, c=None, ACC=None,
                 PRECISION=None, grf_mode="default", **_):
-    """A rough relative cost of a config: the padded work over the workgroups that run at once,
-    with a penalty for small tiles (more operand traffic per flop). Used to rank configs when
+    """A rough relative cost of a config: the padded work over the workgroups that run at once
+    (``Target.model_workgroups_at_once`` on a GPU target: a placeholder of the target's data, so
+    the ranking does not depend on the host; 4 a host core on the CPU device), with a penalty for small tiles (more operand traffic per flop). Used to rank configs when
     tuning is limited (``XEJIT_MATMUL_TUNE``).
 
     With ``target`` and the arrays, on targets with DPAS and 2D block IO, the work is scaled by
@@ -272,15 +273,15 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     column-major B takes 8x512x32/8sg too (fp16 6.25, int8 7.5). 8x64 tiles are ranked only
     for M <= ``WIDE_DECODE_MAX_M`` (``_shape_prune``). DPAS beyond the work (column parity) count
     as other instructions, not as DPAS."""
-    cores = os.cpu_count() or 1
+    t = None if target is None else get_target(target) if isinstance(target, str) else target
+    at_once = t.model_workgroups_at_once if t is not None else None
+    if at_once is None:   # the CPU device (or no target): 4 workgroups a host core
+        at_once = 4 * (os.cpu_count() or 1)
     wgs = cdiv(int(M), BM) * cdiv(int(N), BN)
     padded = wgs * BM * BN * max(int(K), 1)
-    share = padded / min(wgs, 4 * cores)
+    share = padded / min(wgs, at_once)
     cost = share * (1 + 8 / BM + 8 / BN + 4 / BK)
-    if target is None or a is None or b is None:
-        return cost
-    t = get_target(target) if isinstance(target, str) else target
-    if t.dpas is None:
+    if t is None or a is None or b is None or t.dpas is None:
         return cost
     est = estimate_gemm(t, BM, BN, BK, num_subgroups, grf_mode or "default", a, b, c if c is not None else a,
                         ACC or f32, PRECISION)

@@ -40,6 +40,18 @@ def _model_pick(monkeypatch, target: str, args: tuple, kw: dict):
     return keep[0]
 
 
+@pytest.mark.parametrize("target", ["pvc", "dg2"])
+def test_model_picks_do_not_depend_on_the_host(monkeypatch, target):
+    """A GPU target's untimed picks (decode and 4096^3) are the same on a 2-CPU and a 64-CPU host:
+    the perf model's workgroups at once are the target's data, not the host's cores."""
+    import os
+    picks = []
+    for cpus in (2, 64):
+        monkeypatch.setattr(os, "cpu_count", lambda n=cpus: n)
+        picks.append([repr(_model_pick(monkeypatch, target, _gemm_args(M=m), {})) for m in (8, 4096)])
+    assert picks[0] == picks[1], picks
+
+
 # --- the ISA reader, as text -------------------------------------------------------------------
 
 LISTING = """

@@ -186,6 +186,12 @@ class Target:
     #: pipeline alone: no module passes, no late loop passes), chosen where Intel's compiler gives
     #: the library's GEMM picks the same code for both (docs/compiler.md, "LLVM pipeline").
     llvm_pipeline: str = "O2"
+    #: Workgroups ``xejit.matmul``'s perf model counts as running at once on this GPU (None: the
+    #: CPU device, 4 per host core). Not the device's concurrency: a placeholder, with no GPU here
+    #: to time, that keeps the picks independent of the host (they were calibrated per DPAS in
+    #: Intel's compiler with it at 8); the model does not yet weigh how few subgroups a decode
+    #: config puts on the device, nor B read again for every 8 rows of C (docs/autotune-and-matmul.md).
+    model_workgroups_at_once: Optional[int] = 8
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -316,6 +322,7 @@ TARGETS: dict[str, Target] = {
         registers=None,
         slm_bytes=None,                     # query the device
         named_barriers=0,
+        model_workgroups_at_once=None,      # 4 per host core
         spirv_extensions=(_EXT_SUBGROUPS,),
         conflict_pitch_bytes=2048,          # measured: 1024^3 fp32 GEMM 1.7x with a padded B pitch
     ),
