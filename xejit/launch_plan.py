@@ -205,9 +205,9 @@ def _array_positions(args: tuple, kernel: Any) -> list[int]:
 class LaunchPlan:
     """What the full path decided for one argument signature; :meth:`launch` replays it."""
 
-    __slots__ = ("array_pos", "by_address", "checked_writeable", "cl_ranges", "direct", "generation", "kernel", "last_grid",
+    __slots__ = ("array_pos", "by_address", "checked_writeable", "direct", "generation", "grid_state", "kernel",
                  "mem_slots", "meta",
-                 "module", "name", "other_reads", "plain_reads", "cell_reads", "queue", "ranges", "scalar_slots", "sycl_kernel",
+                 "module", "name", "other_reads", "plain_reads", "cell_reads", "queue", "scalar_slots", "sycl_kernel",
                  "template", "wg")
 
     @classmethod
@@ -260,7 +260,9 @@ class LaunchPlan:
                 p.template.append(_rt._SCALARS[sig_kind][0](n))
         p.by_address = all(i == 4 for _, _, i in p.mem_slots)   # host arrays are fine too
         p.checked_writeable = [slot_of_array[pos] for pos in sorted(writeable) if pos in slot_of_array]
-        p.last_grid, p.ranges, p.cl_ranges = None, None, None
+        # the last tuple grid, its ranges and their OpenCL form: one object, replaced in one store
+        # (threads launching one plan with different grids never see a grid with another's ranges)
+        p.grid_state = (None, None, None)
         # through OpenCL itself (runtime/opencl_launch.py): arrays by address, the device's own queue
         direct = getattr(rk, "direct", None)
         p.direct = DirectLaunch(direct, rk.name, p.template) if direct is not None and p.by_address \
@@ -287,7 +289,7 @@ class LaunchPlan:
         for n in self.checked_writeable:
             if not args[self.array_pos[n]].flags.writeable:
                 return False   # the full path raises the read-only error
-        direct = self.direct
+        direct = self.direct if DirectLaunch.open else None
         if direct is not None:
             # its own cl_kernel: only arguments that changed are set again (an array's address
             # object is its zero-copy entry's, so the same object is the same address)
@@ -316,23 +318,21 @@ class LaunchPlan:
                 if lo is not None and not lo <= v <= hi:
                     return False
                 kargs[slot] = ctype(v)
-        if type(grid) is not tuple or grid != self.last_grid:
+        last_grid, ranges, cl = self.grid_state
+        if type(grid) is not tuple or grid != last_grid:
             if callable(grid):
                 grid = grid(self.meta)
             g = launch_grid(grid, self.kernel.fn.__name__)
             ranges = None if 0 in g else _rt._check_range(g, self.wg[:len(g)], self.name)
+            cl = None if ranges is None or direct is None else cl_ranges(ranges)
             if type(grid) is tuple:
-                self.last_grid, self.ranges = grid, ranges
-                self.cl_ranges = None if ranges is None or direct is None else cl_ranges(ranges)
-        else:
-            ranges = self.ranges
+                self.grid_state = (grid, ranges, cl)
         if ranges is None:
             return True   # an empty grid launches nothing
         if cpu_threads._on_cpu:
             cpu_threads.before_launch()
         if direct is not None:
-            direct.run(k, *(self.cl_ranges if ranges is self.ranges and self.cl_ranges is not None
-                            else cl_ranges(ranges)))
+            direct.run(k, *(cl if cl is not None else cl_ranges(ranges)))
             if cpu_threads._countdown:
                 cpu_threads.after_launch()
             return True

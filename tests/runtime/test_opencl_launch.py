@@ -78,3 +78,63 @@ def test_threads_launch_the_same_plan_concurrently():
     for t in threads:
         t.join()
     assert not errors, errors[:5]
+
+
+@xejit.kernel
+def _add_int(x, y, k, BN: xl.constexpr):
+    n = xl.program_id(0) * BN
+    t = xl.load_tile(xl.init_tile(x, [0, n], [1, BN]))
+    xl.store_tile(xl.init_tile(y, [0, n], [1, BN]), (t + k).to(xl.int32))
+
+
+def test_changed_int_scalars_are_set_again():
+    """An int argument is set again only when it changes: changed, repeated, at int32's limits."""
+    n = 64
+    x = np.random.default_rng(2).integers(-5, 6, (1, n)).astype(np.int32)
+    y = np.empty((1, n), np.int32)
+    _add_int[(n // 16,)](x, y, 1, BN=16)
+    _add_int[(n // 16,)](x, y, 1, BN=16)
+    assert launch_plan.find(_add_int, (x, y, 1), {"BN": 16})[0].direct is not None
+    for k in (7, 7, -3, 0, 2**31 - 6, 2**31 - 6, -(2**31) + 5, 1):
+        y[...] = -777
+        _add_int[(n // 16,)](x, y, k, BN=16)
+        np.testing.assert_array_equal(y, (x.astype(np.int64) + k).astype(np.int32))
+
+
+def test_a_grid_past_size_t_is_a_launch_error():
+    """Work-items that do not fit OpenCL's size_t are refused (ctypes would wrap them: 2^64 + 64
+    work-items would run 64), on a prepared launch as on the first."""
+    n = 64
+    x, y = np.ones((1, n), np.float32), np.full((1, n), np.nan, np.float32)
+    _scale[(n // 16,)](x, y, 2.0, BN=16)
+    _scale[(n // 16,)](x, y, 2.0, BN=16)
+    y[...] = np.nan
+    for grid in ((1 << 60) + 4, 1 << 64):
+        with pytest.raises(xejit.errors.LaunchError, match="more than a launch takes"):
+            _scale[(grid,)](x, y, 2.0, BN=16)
+    assert np.isnan(y).all()
+
+
+def test_a_grid_and_its_ranges_are_stored_together(monkeypatch):
+    """A launch with another grid that runs while one is storing its ranges (another thread; here
+    nested in the OpenCL sizes' conversion) never leaves a grid paired with the other's sizes."""
+    n = 64
+    x = np.random.default_rng(3).uniform(0.5, 2, (1, n)).astype(np.float32)
+    y = np.full((1, n), np.nan, np.float32)
+    _scale[(2,)](x, y, 1.0, BN=16)
+    _scale[(2,)](x, y, 1.0, BN=16)
+    real, nested = launch_plan.cl_ranges, []
+
+    def interleaved(ranges):
+        if not nested:
+            nested.append(1)
+            _scale[(2,)](x, y, 1.0, BN=16)   # the other grid, in between
+        return real(ranges)
+
+    monkeypatch.setattr(launch_plan, "cl_ranges", interleaved)
+    _scale[(4,)](x, y, 1.0, BN=16)
+    monkeypatch.setattr(launch_plan, "cl_ranges", real)
+    y[...] = np.nan
+    _scale[(2,)](x, y, 3.0, BN=16)      # two workgroups: the first 32 columns, no more
+    np.testing.assert_array_equal(y[:, :32], (x[:, :32].astype(np.float64) * 3.0).astype(np.float32))
+    assert np.isnan(y[:, 32:]).all()

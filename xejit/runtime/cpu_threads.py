@@ -152,3 +152,18 @@ def before_launch() -> None:
             return
         del _on_cpu[cpu]
         _workers[tid], _on_cpu[free[0]] = free[0], tid
+
+
+def _forget() -> None:
+    """In a forked child: the parent's threads are not this process's (their ids may name other
+    processes' threads), so nothing is known and nothing is watched."""
+    global _countdown, _interval, _mask, _lock
+    _lock = threading.Lock()   # (a parent's thread may have held it at the fork)
+    _workers.clear()
+    _on_cpu.clear()
+    _runtime.clear()
+    _countdown, _interval, _mask = 0, 1, frozenset()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)

@@ -392,6 +392,10 @@ def _all_ints(grid: tuple, block: tuple) -> bool:
     return True
 
 
+#: work-items a launch dimension can count (OpenCL's size_t)
+_MAX_WORK_ITEMS = 1 << 64
+
+
 def _check_range(grid: Sequence[int], block: Sequence[int], kernel_name: str) -> tuple[list, list]:
     grid, block = tuple(grid), tuple(block)
     if not 1 <= len(grid) <= 3 or len(grid) != len(block):
@@ -399,6 +403,9 @@ def _check_range(grid: Sequence[int], block: Sequence[int], kernel_name: str) ->
     for g, b in zip(grid, block):
         if not (isinstance(g, (int, np.integer)) and isinstance(b, (int, np.integer)) and g >= 1 and b >= 1):
             raise LaunchError(f"{kernel_name}: grid {grid} and workgroup size {block} must be positive integers")
+        if int(g) * int(b) >= _MAX_WORK_ITEMS:   # a size_t: ctypes would wrap it, dpctl refuses it
+            raise LaunchError(f"{kernel_name}: grid {grid} in workgroups of {block} is {int(g) * int(b)} work-items "
+                              f"in one dimension, more than a launch takes (2^64 - 1)")
     # OpenCL's dimension 0 (get_global_id(0), the fastest) is SYCL's *last* range dimension, and
     # dpctl takes SYCL ranges: reverse, so grid[0] is the kernel's dimension 0.
     return [int(g) * int(b) for g, b in zip(grid, block)][::-1], [int(b) for b in block][::-1]
