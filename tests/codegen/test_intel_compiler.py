@@ -947,6 +947,18 @@ def test_dg2_bf16_column_major_decode_builds_clean(monkeypatch, bk):
     assert bin_.hot_loop.dpas == bk and bin_.hot_loop.per_dpas <= {32: 6.3, 64: 5.7}[bk], bin_.hot_loop_text()
 
 
+def test_dg2_fp16_decode_with_bias_relu_builds_clean():
+    """An fp16 C with a bias + ReLU epilogue keeps its casts where they are (only a bf16 C's
+    rounding moves to its stores, lower_xegpu.casts_at_their_stores): moved, 8x512x32/8sg spilled
+    1824 B (column-major B, acm-g10); in place 0."""
+    M, N, K = 8, 4096, 4096
+    a, c = np.empty((M, K), F16), np.empty((M, N), F16)
+    b, bias = np.empty((N, K), F16).T, np.empty((N,), F16)
+    ck = gemm_kernel.compile(a, b, bias, c, M, N, K, target="dg2", ACC=f32, HAS_BIAS=True, ACT="relu",
+                             BM=8, BN=512, BK=32, num_subgroups=8, num_stages=2)
+    assert ck.device_binary.spill_bytes == 0 and ck.device_binary.private_bytes == 0, ck.device_binary.summary()
+
+
 def test_dg2_perf_model_counts_the_block_read_plan():
     """dg2's k-step figures (codegen/block_read_costs.py) for decode tiles, fp16 / int8: row-major
     B (transposed product) has one A^T load per K-block, v B^T row loads per two 8-column blocks

@@ -322,7 +322,9 @@ class DecodeSlm:
         b, dp = self.b, self.dplan
         kb0 = dp.parts.get(id(op.operands[0]), 0)
         if not dp.staged:     # the k-step's first A load stages the whole panel
-            panel = td.moved(td.row, b.sub(td.col, I64(kb0 * 256 // td.type.dtype.bitwidth))) if kb0 else td
+            # (the k-step's parts are lowered in order, part 0 first: slm_op_order)
+            assert kb0 == 0, "decode's staged A: a k-step's first A load lowered is not its part 0"
+            panel = td
             if dp.writers < self.nsg:     # (uniform in a subgroup: its block write takes every lane)
                 with b.if_then(b.icmp_unsigned("<", bi.sub_group_id(b), I32(dp.writers))):
                     self._stage_share(panel)

@@ -114,6 +114,10 @@ _DEFERRED_LANE_ROW_WORDS = 64
 #: such a block read this many DPAS ahead (``Deferred.ahead``), in the cold and the fast version
 LANE_ROWS_AHEAD = (1, 2)
 #: casts moved to their store (``casts_at_their_stores``)
+def _is_bf16(t) -> bool:
+    return getattr(getattr(t, "dtype", t), "name", None) == "bf16"
+
+
 _CASTS_AT_STORES = ("arith.truncf", "arith.extf", "arith.trunci", "arith.extsi", "arith.extui",
                     "arith.sitofp", "arith.uitofp", "arith.fptosi", "arith.fptoui")
 
@@ -346,13 +350,16 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
 
     @staticmethod
     def casts_at_their_stores(ops: list) -> list:
-        """``ops`` with each cast whose only use is a later store of the block moved to just
-        before that store (without 2D block IO a store is per lane behind bounds tests: the
+        """``ops`` with each cast to bf16 whose only use is a later store of the block moved to
+        just before that store (without 2D block IO a store is per lane behind bounds tests: the
         casts of a tile's blocks, all made first, stayed live across all of them. A bf16 C's
-        rounding of an 8x64 f32 accumulator, acm-g10: 8x512x32/8sg 480 B of spill -> 0)."""
+        rounding of an 8x64 f32 accumulator, acm-g10: 8x512x32/8sg 480 B of spill -> 0). Only
+        bf16 (a rounding of several instructions a value): an fp16 C with a bias + ReLU epilogue
+        spilled 1.8-1.9 KB with its casts moved (8x512x32/8sg and 8x512x64/8sg), 0 / 96 B without."""
         at: dict = {}
         for o in ops:
-            uses = [u for r in o.results for u, _ in r.uses] if o.name in _CASTS_AT_STORES else []
+            uses = [u for r in o.results for u, _ in r.uses] \
+                if o.name in _CASTS_AT_STORES and o.results and _is_bf16(o.results[0].type) else []
             if len(uses) == 1 and uses[0].name == "xegpu.store_nd" and uses[0].parent is o.parent:
                 at[id(uses[0])] = o
         if not at:
