@@ -130,6 +130,16 @@ def test_register_strips_follow_the_cpu_vector_registers(monkeypatch):
     assert len(llir) == 2 and len(keys) == 2
 
 
+@pytest.mark.parametrize("arch,regs", [("skx", (32, 64)), ("SapphireRapids", (32, 64)), ("znver4", (32, 64)),
+                                       ("core-avx2", (16, 32)), ("haswell", (16, 32))])
+def test_cpu_vector_registers_follow_the_runtimes_target_arch(monkeypatch, arch, regs):
+    """CL_CONFIG_CPU_TARGET_ARCH makes the OpenCL CPU runtime compile for the named CPU: the
+    register file xejit sizes its strips by is that CPU's, whatever /proc/cpuinfo says."""
+    from xejit.codegen import lower_generic
+    monkeypatch.setenv("CL_CONFIG_CPU_TARGET_ARCH", arch)
+    assert lower_generic.cpu_vector_registers() == regs
+
+
 @pytest.mark.parametrize("kernel,args,kw", [
     (softmax, (X, X), {"BM": 4, "BN": 32, "num_subgroups": 2}),
     (matmul_splitk, (X, X, X, 16, 16, 16), {"BM": 8, "BN": 16, "BK": 8, "KSPLIT": 2}),

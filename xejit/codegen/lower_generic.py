@@ -9,6 +9,8 @@ Every op or case without a rule raises :class:`CompilerError` naming the op and 
 """
 from __future__ import annotations
 
+import os
+
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,11 +33,21 @@ UNIFORM_A = True
 FUSE_MMA_LOADS = True
 
 
+#: parts of CL_CONFIG_CPU_TARGET_ARCH values (LLVM CPU names) that name AVX-512 CPUs
+_AVX512_ARCHS = ("skx", "skylake-avx512", "avx512", "cascadelake", "cooperlake", "cannonlake", "icelake",
+                 "tigerlake", "sapphirerapids", "emeraldrapids", "graniterapids", "znver4", "znver5")
+
+
 def cpu_vector_registers() -> tuple[int, int]:
     """(count, bytes) of the CPU device's vector registers: the OpenCL CPU runtime compiles for
     AVX-512 where the CPU has it (32 zmm of 64 bytes: its assembly on a Zen 4 VM,
     CL_CONFIG_DUMP_ASM), else for AVX2 (16 ymm of 32 bytes; an AVX2-only VM: ``skx`` code dies
-    with SIGILL). Read from /proc/cpuinfo's flags; AVX2 where they cannot be read."""
+    with SIGILL). ``CL_CONFIG_CPU_TARGET_ARCH``, which makes the runtime compile for the named
+    CPU, decides where it is set (AVX-512 for the names of AVX-512 CPUs, else AVX2's register
+    file); otherwise /proc/cpuinfo's flags, and AVX2 where they cannot be read."""
+    arch = os.environ.get("CL_CONFIG_CPU_TARGET_ARCH", "").strip().lower()
+    if arch:
+        return (32, 64) if any(n in arch for n in _AVX512_ARCHS) else (16, 32)
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line for line in f if line.startswith("flags")), "").split()
