@@ -149,7 +149,9 @@ def test_library_gemm_on_dg2(monkeypatch, dtype, tile, shape):
     pytest.param("f16", (8, 512, 64, 8), (8, 1024, 256), marks=pytest.mark.slow),
     pytest.param("f16", (8, 512, 64, 8), (5, 600, 200), marks=pytest.mark.slow),
     pytest.param("i8", (8, 512, 128, 8), (8, 512, 384), marks=pytest.mark.slow),
-    ("i8", (8, 512, 128, 8), (7, 530, 300)),     # the int8 pick: M / N edges, a K tail (~12 s)
+    # the int8 pick: M / N edges, a K tail (its emulated build: 5.7 s in the CPU driver, over the
+    # 5 s the default suite's builds keep to; its paths' fp16 / bf16 counterparts run by default)
+    pytest.param("i8", (8, 512, 128, 8), (7, 530, 300), marks=pytest.mark.slow),
     pytest.param("i8", (8, 512, 64, 8), (8, 600, 192), marks=pytest.mark.slow),
 ])
 def test_column_major_b_on_dg2(monkeypatch, dtype, tile, shape):
