@@ -583,7 +583,7 @@ def test_perf_model_counts_the_pipelining_pass_prefetches(target, dtype, bm, bn,
 def test_resource_model_agrees_with_intels_compiler_on_every_config(target, dtype):
     """Every config of the library GEMM's space, fp16 / int8 / fp32 on FMA (4096^3): the autotuner's
     resource model lets through exactly the configs Intel's compiler builds without spill (~1-3
-    minutes per case on a cold cache)."""
+    minutes per case on a cold cache); decode configs pruned as slower are not built."""
     from xejit.autotuner import estimate_gemm
     np_t, acc_t, acc = {"f16": (F16, np.float32, f32), "i8": (np.int8, np.int32, i32),
                         "f32": (np.float32, np.float32, f32)}[dtype]
@@ -594,6 +594,10 @@ def test_resource_model_agrees_with_intels_compiler_on_every_config(target, dtyp
         est = estimate_gemm(target, kw["BM"], kw["BN"], kw["BK"], cfg.num_subgroups, cfg.grf_mode, a, b, c, acc)
         if dtype == "i8" and kw["BK"] % 32:
             assert est["problems"], cfg     # not a multiple of int8's DPAS K: never built
+            continue
+        if any("decode k-step" in p for p in est["problems"]):
+            # pruned as slower whether or not it spills (autotuner.decode_b_kstep_limit, a
+            # calibration on this compiler's loops: tests/autotune pins which configs)
             continue
         ck = gemm_kernel.compile(a, b, a, c, M, N, K, target=target, ACC=acc, **kw, num_subgroups=cfg.num_subgroups,
                                  num_stages=cfg.num_stages, grf_mode=cfg.grf_mode)
