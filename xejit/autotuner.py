@@ -409,6 +409,11 @@ def estimate_gemm(target: Any, BM: int, BN: int, BK: int, num_subgroups: int | N
                 f"needs ~{regs} registers per subgroup (accumulator {sm}x{sn}: {acc_r}, A {sm}x{kl + ahead}: "
                 f"{a_r}, B {kbl + ahead}x{sn}: {b_r}{more}) but {t.name} leaves {limit} for tile data in grf_mode "
                 f"{grf_mode!r} ({large or rf.count} less {rf.reserved} the compiler needs)")
+    if fma and t.dpas is not None and sm <= t.dpas.max_m and sn >= 128:
+        # a calibration, not read in the ISA: fp32 on FMA in 8x128 decode tiles spills though the
+        # count above fits (8x512x16/4sg in 256 GRF: pvc 64 B, bmg 192 B; 8x64 tiles build clean)
+        problems.append(f"fp32 on FMA in {sm}x{sn} subgroup tiles runs Intel's compiler out of registers "
+                        f"on {t.name} (calibrated: 64-192 B of spill)")
     if staged and b_t.bitwidth == 8 and op_k and _share_words(t, BK, BN, nsg, 8) == 4 and BK // op_k >= 8:
         # a calibration, not read in the ISA: 8-bit panels of 4 words a work item (one 32-bit
         # load of each of its 4 rows) with 8 K-blocks a step spill 128 B, a fill in the hot loop
