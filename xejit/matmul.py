@@ -242,7 +242,8 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
                 PRECISION=None, grf_mode="default", **_):
     """A rough relative cost of a config: the padded work over the workgroups that run at once
     (``Target.model_workgroups_at_once`` on a GPU target: a placeholder of the target's data, so
-    the ranking does not depend on the host; 4 a host core on the CPU device), with a penalty for small tiles (more operand traffic per flop). Used to rank configs when
+    the ranking does not depend on the host; 4 a host core on the CPU device), with a penalty for
+    small tiles (more operand traffic per flop). Used to rank configs when
     tuning is limited (``XEJIT_MATMUL_TUNE``).
 
     With ``target`` and the arrays, on targets with DPAS and 2D block IO, the work is scaled by
@@ -270,7 +271,7 @@ def _perf_model(M, N, K, BM, BN, BK, num_subgroups=None, *, target=None, a=None,
     instructions per DPAS issued, 8.6 per DPAS of work; 8x256x32/8sg 5.62; B^T packed 24.75 with
     8x256x16/8sg) over 8x256x32/16sg (8x16 tiles, 26.5), which the 4 / BK term picked; int8
     row-major 8x512x32/8sg (byte parity: 5.03 per DPAS issued, 20.1 per DPAS of work);
-    column-major B takes 8x512x32/8sg too (fp16 6.25, int8 7.5). 8x64 tiles are ranked only
+    column-major B 8x512x64/8sg (fp16 / bf16 5.67 / 5.64) and 8x512x128/8sg (int8 5.56). 8x64 tiles are ranked only
     for M <= ``WIDE_DECODE_MAX_M`` (``_shape_prune``). DPAS beyond the work (column parity) count
     as other instructions, not as DPAS."""
     t = None if target is None else get_target(target) if isinstance(target, str) else target
