@@ -9,13 +9,17 @@ Run from the repository root:
 
 Writes ``benchmarks/results/<device>-<date>.json`` (and ``latest.json``) and a PNG plot beside it,
 and prints a table. Every figure is a median of repeated runs after warm-up, measured in the same
-run as its references (numpy/OpenBLAS and torch on this CPU); the machine and its load are
-recorded. When DSL kernels cannot run on the device yet, the xejit columns say why instead of
+run as its references (numpy/OpenBLAS and torch on this CPU); a GEMM figure is the median of
+several timed series (rounds) that alternate with its references' series, whose own figures are
+taken the same way (``--rounds``; skinny shapes, M <= 8, twice as many: a series of theirs lasts
+tens of milliseconds, and this VM's memory bandwidth moves by a third from one to the next).
+The machine and its load are recorded. When DSL kernels cannot run on the device yet, the xejit columns say why instead of
 showing numbers (``--interpret`` runs them in the numpy interpreter, only to check the script).
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -129,61 +133,103 @@ def machine() -> dict:
 
 # --- GEMM throughput --------------------------------------------------------------------------
 
-def reference_rows(shapes, dtypes, budget_s: float) -> list[dict]:
-    """numpy and torch GFLOP/s, measured in this process, which must not have loaded the OpenCL
-    runtime: its worker threads keep the cores busy after a kernel ran (numpy 512^3 fp32 fell
-    from 174 to 11 GFLOP/s in the same process after one xejit launch on this machine)."""
+#: timed series of each library per shape, alternating with the other libraries' (the figure is
+#: the median of the series' medians)
+ROUNDS = 5
+
+
+def gemm_inputs(M: int, N: int, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """float64 operands of one shape, the same in the reference process and in this one."""
+    rng = np.random.default_rng([M, N, K])
+    return rng.standard_normal((M, K)) + 0.1, rng.standard_normal((K, N)) + 0.1
+
+
+def reference_server() -> None:
+    """The reference process: for each request line (JSON: library, shape, dtype, budget) one
+    timed series of numpy's or torch's matmul, its median seconds per call written back as a line.
+    It never loads the OpenCL runtime, whose worker threads keep the cores busy after a kernel
+    ran (numpy 512^3 fp32 fell from 174 to 11 GFLOP/s in the same process after one xejit
+    launch on this machine)."""
     import torch
-    rng = np.random.default_rng(0)
-    rows = []
-    for name, M, N, K in shapes:
-        flop = 2.0 * M * N * K
-        a64 = rng.standard_normal((M, K)) + 0.1
-        b64 = rng.standard_normal((K, N)) + 0.1
-        for dtype in dtypes:
-            row: dict[str, Any] = {"shape": name, "M": M, "N": N, "K": K, "dtype": dtype}
-            if dtype == "float32":
-                na, nb = a64.astype(np.float32), b64.astype(np.float32)
-                row["numpy_gflops"] = flop / median_time(lambda: na @ nb, warmup=3, budget_s=budget_s) / 1e9
+    operands: dict[tuple, tuple] = {}
+    for line in sys.stdin:
+        lib, M, N, K, dtype, budget = json.loads(line)
+        key = (lib, M, N, K, dtype)
+        if key not in operands:
+            a64, b64 = gemm_inputs(M, N, K)
+            if lib == "numpy":
+                operands[key] = (a64.astype(np.float32), b64.astype(np.float32))
             else:
-                row["numpy_gflops"] = None  # numpy has no bfloat16
-            tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
-            ta, tb = torch.from_numpy(a64).to(tdt), torch.from_numpy(b64).to(tdt)
-            row["torch_gflops"] = flop / median_time(lambda: torch.matmul(ta, tb), warmup=3,
-                                                     budget_s=budget_s) / 1e9
-            rows.append(row)
-    return rows
+                tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+                operands[key] = (torch.from_numpy(a64).to(tdt), torch.from_numpy(b64).to(tdt))
+        fn = (lambda x, y: x @ y) if lib == "numpy" else torch.matmul
+        print(json.dumps(median_time(functools.partial(fn, *operands[key]), warmup=3, budget_s=budget)), flush=True)
 
 
-def references_in_subprocess(shapes, dtypes, budget_s: float) -> list[dict]:
-    arg = json.dumps([shapes, dtypes, budget_s])
-    p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--references-only", arg],
-                       capture_output=True, text=True, timeout=3600)
-    if p.returncode != 0:
-        raise RuntimeError(f"reference measurement failed: {p.stderr.strip()[-500:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+class ReferenceProcess:
+    """numpy and torch timed in a child process (:func:`reference_server`), one series per
+    request, while this process waits: their series and xejit's alternate round by round, so that
+    the machine's drift over the run (other processes, the VM's neighbours) weighs on each alike,
+    and one series drawn in a bad moment moves no figure (the median of the rounds')."""
+
+    def __init__(self):
+        self._err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--reference-server"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True)
+
+    def series(self, lib: str, M: int, N: int, K: int, dtype: str, budget_s: float) -> float:
+        """Median seconds per call of one timed series of ``lib`` ("numpy" or "torch")."""
+        self.proc.stdin.write(json.dumps([lib, M, N, K, dtype, budget_s]) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self._err.seek(0)
+            raise RuntimeError(f"reference measurement failed: {self._err.read().strip()[-500:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        self._err.close()
 
 
-def gemm_rows(shapes, dtypes, budget_s: float, use_xejit: bool) -> list[dict]:
-    """Reference GFLOP/s (in a subprocess, first), then xejit's in this process: first call
-    (autotuning with an empty cache, compile), then the median of repeated calls."""
+def gemm_rows(shapes, dtypes, budget_s: float, use_xejit: bool, rounds: int = ROUNDS) -> list[dict]:
+    """GFLOP/s of numpy, torch and xejit per shape and dtype: xejit's first call (autotuning with
+    an empty cache, compile), then ``rounds`` rounds of one timed series of each (the references
+    in :class:`ReferenceProcess`), the libraries in a rotated order each round; each figure is the
+    median of its series' medians (the series are in the row: ``series_s``); rows of M <= 8 take
+    twice the rounds."""
     import torch
     import xejit
     from xejit.matmul import gemm_tuner
     from xejit.runtime import usm
-    rows = references_in_subprocess(shapes, dtypes, budget_s)
-    rng = np.random.default_rng(0)
-    inputs = {}
-    for name, M, N, K in shapes:
-        inputs[name] = (rng.standard_normal((M, K)) + 0.1, rng.standard_normal((K, N)) + 0.1)
-    for row in rows:
-        M, N, K, dtype = row["M"], row["N"], row["K"], row["dtype"]
-        flop = 2.0 * M * N * K
-        if not use_xejit:
-            row["xejit"] = unavailable(XEJIT_REASON)
-            print(_fmt_row(row), flush=True)
-            continue
-        a64, b64 = inputs[row["shape"]]
+    refs = ReferenceProcess()
+    rows = []
+    try:
+        for name, M, N, K in shapes:
+            a64, b64 = gemm_inputs(M, N, K)
+            for dtype in dtypes:
+                rows.append(_gemm_row(refs, name, M, N, K, dtype, a64, b64, budget_s, use_xejit, rounds,
+                                      torch, xejit, gemm_tuner, usm))
+                print(_fmt_row(rows[-1]), flush=True)
+    finally:
+        refs.close()
+    return rows
+
+
+def _gemm_row(refs, name, M, N, K, dtype, a64, b64, budget_s, use_xejit, rounds, torch, xejit, gemm_tuner, usm) -> dict:
+    flop = 2.0 * M * N * K
+    row: dict[str, Any] = {"shape": name, "M": M, "N": N, "K": K, "dtype": dtype}
+    series: dict[str, Callable[[], float]] = {
+        "torch": lambda: refs.series("torch", M, N, K, dtype, budget_s)}
+    if dtype == "float32":
+        series["numpy"] = lambda: refs.series("numpy", M, N, K, dtype, budget_s)
+    else:
+        row["numpy_gflops"] = None  # numpy has no bfloat16
+    rec = None
+    if not use_xejit:
+        row["xejit"] = unavailable(XEJIT_REASON)
+    else:
         try:
             if dtype == "float32":   # USM shared memory: no copies on the way in
                 xa, xb = usm.asarray(a64.astype(np.float32)), usm.asarray(b64.astype(np.float32))
@@ -193,39 +239,56 @@ def gemm_rows(shapes, dtypes, budget_s: float, use_xejit: bool) -> list[dict]:
                 short = "bf16"
             t0 = time.perf_counter()
             c = xejit.matmul(xa, xb)           # tunes (empty cache) and compiles
-            first = time.perf_counter() - t0
+            row["xejit_first_call_s"] = time.perf_counter() - t0
             tuner = gemm_tuner()
             rec = next((r for r in tuner.records.values()
                         if r.key[:3] == (M, N, K) and ("a", short, (1, 0)) in r.key), None)
-            secs = median_time(lambda: xejit.matmul(xa, xb), warmup=1, budget_s=budget_s)
-            row["xejit_gflops"] = flop / secs / 1e9
-            row["xejit_first_call_s"] = first
             got = c.double().numpy() if isinstance(c, torch.Tensor) else np.asarray(c, np.float64)
-            ref = a64 @ b64 if dtype == "float32" else (
-                xa.double().numpy() @ xb.double().numpy())
+            ref = a64 @ b64 if dtype == "float32" else (xa.double().numpy() @ xb.double().numpy())
             row["xejit_rel_err"] = float(np.abs(got - ref).max() / np.abs(ref).max())
+            series["xejit"] = lambda: median_time(lambda: xejit.matmul(xa, xb), warmup=1, budget_s=budget_s)
             if dtype == "float32" and M <= 8:
                 # skinny shapes as a user calls them: plain numpy arrays, passed by address on a
                 # device that reads host memory (docs/autotune-and-matmul.md, "Plain numpy operands")
                 na, nb = np.asarray(xa).copy(), np.asarray(xb).copy()
-                secs = median_time(lambda: xejit.matmul(na, nb), warmup=1, budget_s=budget_s)
-                row["xejit_numpy_operands_gflops"] = flop / secs / 1e9
-                # decode as it runs: a new activation array every call (made before the timed
-                # calls: the figure is the call alone), the same weights
-                fresh = iter([na.copy() for _ in range(_MAX_REPS + 3)])
-                secs = median_time(lambda f=fresh, b=nb: xejit.matmul(next(f), b), warmup=1, budget_s=budget_s)
-                row["xejit_numpy_fresh_a_gflops"] = flop / secs / 1e9
-            if rec is not None:
-                row["autotune_s"] = rec.tuning_time_s
-                row["autotune_from_disk"] = rec.from_disk
-                row["config"] = repr(rec.best)
-                row["configs_timed"] = len(rec.timings)
-                row["configs_failed"] = [f"{c}: {r}" for c, r in rec.failed]
-                row["configs_pruned"] = len(rec.pruned)
+                series["xejit_numpy_operands"] = lambda: median_time(lambda: xejit.matmul(na, nb), warmup=1,
+                                                                     budget_s=budget_s)
+
+                def fresh_a() -> float:
+                    # decode as it runs: a new activation array every call (made before the timed
+                    # calls: the figure is the call alone), the same weights
+                    fresh = iter([na.copy() for _ in range(_MAX_REPS + 3)])
+                    return median_time(lambda: xejit.matmul(next(fresh), nb), warmup=1, budget_s=budget_s)
+                series["xejit_numpy_fresh_a"] = fresh_a
         except Exception as e:  # noqa: BLE001  (a benchmark reports, it does not stop)
             row["xejit"] = unavailable(e)
-        print(_fmt_row(row), flush=True)
-    return rows
+    times: dict[str, list[float]] = {k: [] for k in series}
+    order = list(series)
+    if M <= 8:
+        rounds *= 2
+    for r in range(rounds):
+        for k in order[r % len(order):] + order[:r % len(order)]:
+            try:
+                times[k].append(series[k]())
+            except Exception as e:  # noqa: BLE001  (an xejit failure is reported in its row)
+                if not k.startswith("xejit"):
+                    raise
+                row["xejit"] = unavailable(e)
+                times = {n: v for n, v in times.items() if not n.startswith("xejit")}
+                order = [n for n in order if not n.startswith("xejit")]
+                break
+    for k, v in times.items():
+        if v:
+            row[f"{k}_gflops"] = flop / statistics.median(v) / 1e9
+    row["series_s"] = times
+    if rec is not None and "xejit" not in row:
+        row["autotune_s"] = rec.tuning_time_s
+        row["autotune_from_disk"] = rec.from_disk
+        row["config"] = repr(rec.best)
+        row["configs_timed"] = len(rec.timings)
+        row["configs_failed"] = [f"{c}: {r}" for c, r in rec.failed]
+        row["configs_pruned"] = len(rec.pruned)
+    return row
 
 
 def _fmt_row(r: dict) -> str:
@@ -501,12 +564,15 @@ def main(argv: list[str] | None = None) -> dict:
                    help="run xejit kernels in the numpy interpreter (checks the script; numbers are meaningless)")
     p.add_argument("--launches", type=int, default=1000)
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--references-only", metavar="JSON", help=argparse.SUPPRESS)
+    p.add_argument("--rounds", type=int, default=None,
+                   help=f"timed series of each library per shape, alternating (default {ROUNDS}, --quick 3)")
+    p.add_argument("--only", metavar="TEXT[,TEXT...]", help="only the GEMM shapes whose name contains one of these")
+    p.add_argument("--reference-server", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--keep-cache", action="store_true",
                    help="use XEJIT_CACHE_DIR as it is (default: an empty one, so tuning is measured)")
     args = p.parse_args(argv)
-    if args.references_only:   # the child process of reference_rows: no xejit, no OpenCL runtime
-        print(json.dumps(reference_rows(*json.loads(args.references_only))))
+    if args.reference_server:   # the child process of ReferenceProcess: no xejit, no OpenCL runtime
+        reference_server()
         return {}
     if not args.keep_cache:
         os.environ["XEJIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="xejit-bench-cache-")
@@ -518,10 +584,13 @@ def main(argv: list[str] | None = None) -> dict:
     use_xejit = status is None or args.interpret
     XEJIT_REASON = f"DSL kernels do not run on the device yet ({status})" if status else ""
     shapes = QUICK_SHAPES if args.quick else FULL_SHAPES
+    if args.only:
+        shapes = [s for s in shapes if any(t in s[0] for t in args.only.split(","))]
     if args.interpret:
         shapes = [s for s in shapes if s[1] * s[2] * s[3] <= 512 ** 3][:2]
     dtypes = ["float32"] if args.quick else ["float32", "bfloat16"]
-    budget = 0.3 if args.quick else 1.0
+    budget = 0.2 if args.quick else 0.5
+    rounds = args.rounds or (3 if args.quick else ROUNDS)
 
     info = machine()
     info["backend"] = "interpreter" if args.interpret else ("device" if status is None else "none")
@@ -533,7 +602,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{'shape':<42} {'dtype':<9} {'numpy':>8} {'torch':>8} {'xejit':>8} {'/ref':>7}   (GFLOP/s; xejit on "
           f"USM operands, ref = numpy, else torch)", flush=True)
     results: dict[str, Any] = {"machine": info, "quick": args.quick}
-    results["gemm"] = gemm_rows(shapes, dtypes, budget, use_xejit)
+    results["gemm"] = gemm_rows(shapes, dtypes, budget, use_xejit, rounds)
+    results["rounds"] = rounds
 
     # two configs of the generic space (the CPU driver's build time grows fast with the tile)
     results["compile_latency"] = compile_latency(1 if args.quick else 3, (8, 32, 8, 2), (4, 32, 16, 1))
