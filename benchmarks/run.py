@@ -199,25 +199,27 @@ def gemm_rows(shapes, dtypes, budget_s: float, use_xejit: bool, rounds: int = RO
     in :class:`ReferenceProcess`), the libraries in a rotated order each round; each figure is the
     median of its series' medians (the series are in the row: ``series_s``); rows of M <= 8 take
     twice the rounds."""
-    import torch
-    import xejit
-    from xejit.matmul import gemm_tuner
-    from xejit.runtime import usm
     refs = ReferenceProcess()
     rows = []
     try:
         for name, M, N, K in shapes:
-            a64, b64 = gemm_inputs(M, N, K)
             for dtype in dtypes:
-                rows.append(_gemm_row(refs, name, M, N, K, dtype, a64, b64, budget_s, use_xejit, rounds,
-                                      torch, xejit, gemm_tuner, usm))
+                rows.append(gemm_row(refs, name, M, N, K, dtype, budget_s, use_xejit, rounds))
                 print(_fmt_row(rows[-1]), flush=True)
     finally:
         refs.close()
     return rows
 
 
-def _gemm_row(refs, name, M, N, K, dtype, a64, b64, budget_s, use_xejit, rounds, torch, xejit, gemm_tuner, usm) -> dict:
+def gemm_row(refs: ReferenceProcess, name: str, M: int, N: int, K: int, dtype: str, budget_s: float,
+             use_xejit: bool, rounds: int) -> dict:
+    """One row of :func:`gemm_rows`."""
+    import torch
+
+    import xejit
+    from xejit.matmul import gemm_tuner
+    from xejit.runtime import usm
+    a64, b64 = gemm_inputs(M, N, K)
     flop = 2.0 * M * N * K
     row: dict[str, Any] = {"shape": name, "M": M, "N": N, "K": K, "dtype": dtype}
     series: dict[str, Callable[[], float]] = {
