@@ -846,7 +846,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         # registers instead: codegen/block_reads.py). Its stores unroll: the loop's run-time
         # index into the stored vector was private memory, and the CPU device stored wrong
         # values with it in workgroups of 8 and more subgroups (tests/codegen/xegpu/test_dg2_block_reads.py).
-        if n <= _UNROLL_ELEMENTS and (stores or self.target.block_io is not None):
+        if n <= _UNROLL_ELEMENTS and (stores or (self.target.block_io is not None and not self.emulate)):
             for i in range(n):
                 yield I64(i)
         else:
