@@ -22,6 +22,7 @@ from llvmlite import ir
 
 from ..ir.core import Operation
 from . import builtins as bi
+from . import emulation as emu
 
 I32, I64 = bi.I32, bi.I64
 
@@ -92,23 +93,6 @@ def row_elements(b: ir.IRBuilder, base: ir.Value, row: ir.Value, col: ir.Value, 
             word = x if word is None else b.or_(word, x)
         words = b.insert_element(words, word, I32(i))
     return words
-
-
-def row_elements_fn(module: ir.Module, bits: int, nw: int) -> ir.Function:
-    """:func:`row_elements` as one ``noinline`` function a module, ``<nw x i32> f(G base, i64 row,
-    i64 col, i64 s0, i64 width, i1 row_ok)``, for emulation: inlined at each of a decode k-step's
-    32 B loads of the cold version, int8's 32 elements took most of the CPU driver's build of the
-    dg2 int8 8x512x128 decode pick (6 s of 7, 1.2 s out of line). GPU targets keep it inline."""
-    name = f"__xejit_row_elements_e{bits}_w{nw}"
-    fn = module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(module, ir.FunctionType(ir.VectorType(I32, nw), [bi.GLOBAL, I64, I64, I64, I64, ir.IntType(1)]),
-                         name)
-        fn.linkage = "internal"
-        fn.attributes.add("noinline")
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        b.ret(row_elements(b, *fn.args, bits, nw))
-    return fn
 
 
 class TransposedDpas:
@@ -191,17 +175,20 @@ class TransposedDpas:
         made IGC spill twice as much.)"""
         if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
             return v       # a splat (or zeroinitializer) is its own transpose
-        b = self.b
         kind = "f32" if v.type.element == bi.F32 else "i32"
-        elems = [b.extract_element(v, I32(k)) for k in range(8)]
-        out = ir.Constant(v.type, ir.Undefined)
-        for e in range(8):
-            pick = None
-            for k in range(8):                 # element k of lane e, kept on lane k
-                x = bi.shuffle(b, elems[k], I32(e), kind)
-                pick = x if pick is None else b.select(b.icmp_unsigned("==", self.lane, I32(k)), x, pick)
-            out = b.insert_element(out, pick, I32(e))
-        return out
+
+        def body(b: ir.IRBuilder, v: ir.Value, lane: ir.Value) -> ir.Value:
+            elems = [b.extract_element(v, I32(k)) for k in range(8)]
+            out = ir.Constant(v.type, ir.Undefined)
+            for e in range(8):
+                pick = None
+                for k in range(8):                 # element k of lane e, kept on lane k
+                    x = bi.shuffle(b, elems[k], I32(e), kind)
+                    pick = x if pick is None else b.select(b.icmp_unsigned("==", lane, I32(k)), x, pick)
+                out = b.insert_element(out, pick, I32(e))
+            return out
+        # (out of line under emulation: 64 shuffles each, twice per 8x8 block of C)
+        return emu.inline_or_outlined(self.b, f"__xejit_transpose8_{kind}", v.type, [v, self.lane], body, self.emulate)
 
     def _lane_row_ptr(self, td, row: ir.Value, col: ir.Value, eb: int, inbounds: bool = True) -> ir.Value:
         b = self.b
@@ -233,11 +220,11 @@ class TransposedDpas:
                 fast = b.select(row_ok, self._load_vec(self._lane_row_ptr(td, safe, col, eb), I32, nw), zero)
                 fast_bb = b.block
             with otherwise:
-                args = [td.arr.ptr, row, col, td.s0, td.W, row_ok]
-                if self.emulate:
-                    slow = b.call(row_elements_fn(self.module, 8 * eb, nw), args)
-                else:
-                    slow = row_elements(b, *args, 8 * eb, nw)
+                # (out of line under emulation: 32 int8 elements at each of a decode k-step's 32
+                # B loads took 4.7 s of the CPU driver's 6 s build of the dg2 int8 8x512x128 pick)
+                slow = emu.inline_or_outlined(
+                    b, f"__xejit_row_elements_e{8 * eb}_w{nw}", zero.type, [td.arr.ptr, row, col, td.s0, td.W, row_ok],
+                    lambda bb, *a: row_elements(bb, *a, 8 * eb, nw), self.emulate)
                 slow_bb = b.block
         phi = b.phi(zero.type)
         phi.add_incoming(fast, fast_bb)
