@@ -453,7 +453,7 @@ def _surface_helper(module: ir.Module, kind: str, bits: int) -> ir.Function:
 def _block_element(bld: ir.IRBuilder, v: BlockVariant, lane: ir.Value, k: ir.Value):
     """(row, col, blk) of per-lane element ``k`` (i32, a loop counter): row/col in the
     post-layout block (after transform/transpose), blk the block of the count, all i32."""
-    __rows, cols = v.post_shape()
+    _, cols = v.post_shape()
     per = v.per_block()
     blk, kk = bld.udiv(k, I32(per)), bld.urem(k, I32(per))
     if cols <= v.sg:
@@ -625,7 +625,6 @@ def declare_block_prefetch(module: ir.Module, target: Target, elem_bits: int, wi
     """``void f(G base, i32 width_bytes, i32 height, i32 pitch_bytes, <2 x i32> xy)``; a no-op
     when emulated."""
     return _block(module, target, "prefetch", elem_bits, width, height, count, emulate, subgroup_size)
-
 
 
 def inline_or_outlined(bld: ir.IRBuilder, name: str, ret: ir.Type, args: list, body: Callable,

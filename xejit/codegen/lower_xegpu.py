@@ -846,6 +846,8 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
         # registers instead: codegen/block_reads.py). Its stores unroll: the loop's run-time
         # index into the stored vector was private memory, and the CPU device stored wrong
         # values with it in workgroups of 8 and more subgroups (tests/codegen/xegpu/test_dg2_block_reads.py).
+        # Emulated loads loop too: private memory costs the CPU device nothing worth the unrolled
+        # code's build time (bmg int8 32x32x128 column-major, both k-loop versions: 5.2 -> 2.2 s).
         if n <= _UNROLL_ELEMENTS and (stores or (self.target.block_io is not None and not self.emulate)):
             for i in range(n):
                 yield I64(i)
