@@ -37,8 +37,8 @@ Example:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from llvmlite import ir
 
@@ -47,9 +47,19 @@ from .lowering_base import counted_loop
 from .targets import Target, check_block_shape
 
 __all__ = [
-    "BUILD_OPTIONS", "DpasVariant", "BlockVariant", "emulated_name", "real_builtin_name", "IMPLEMENTATIONS",
-    "declare_variant", "declare_dpas", "declare_block_load", "declare_block_store",
-    "declare_block_prefetch", "dpas_flags",
+    "BUILD_OPTIONS",
+    "IMPLEMENTATIONS",
+    "BlockVariant",
+    "DpasVariant",
+    "declare_block_load",
+    "declare_block_prefetch",
+    "declare_block_store",
+    "declare_dpas",
+    "declare_variant",
+    "dpas_flags",
+    "emulated_name",
+    "inline_or_outlined",
+    "real_builtin_name",
 ]
 
 I1, I8, I16, I32, I64 = ir.IntType(1), bi.I8, bi.I16, bi.I32, bi.I64
@@ -443,7 +453,7 @@ def _surface_helper(module: ir.Module, kind: str, bits: int) -> ir.Function:
 def _block_element(bld: ir.IRBuilder, v: BlockVariant, lane: ir.Value, k: ir.Value):
     """(row, col, blk) of per-lane element ``k`` (i32, a loop counter): row/col in the
     post-layout block (after transform/transpose), blk the block of the count, all i32."""
-    rows, cols = v.post_shape()
+    _, cols = v.post_shape()
     per = v.per_block()
     blk, kk = bld.udiv(k, I32(per)), bld.urem(k, I32(per))
     if cols <= v.sg:
@@ -564,12 +574,12 @@ def declare_variant(module: ir.Module, v: Variant, emulate: bool) -> ir.Function
     return fn
 
 
-def _sg(target: Target, subgroup_size: Optional[int]) -> int:
+def _sg(target: Target, subgroup_size: int | None) -> int:
     return subgroup_size or target.subgroup_size
 
 
 def declare_dpas(module: ir.Module, target: Target, a_ty: str, b_ty: str, acc_ty: str, m: int,
-                 emulate: bool = False, subgroup_size: Optional[int] = None) -> ir.Function:
+                 emulate: bool = False, subgroup_size: int | None = None) -> ir.Function:
     """``C f(A, B, C)`` computing one DPAS of ``target`` (types: see :meth:`DpasVariant.types`)."""
     if target.dpas is None:
         raise ValueError(f"target {target.name!r} has no DPAS")
@@ -589,7 +599,7 @@ def _block(module, target, kind, elem_bits, width, height, count, emulate, subgr
 
 def declare_block_load(module: ir.Module, target: Target, elem_bits: int, width: int, height: int,
                        count: int = 1, transform: bool = False, transpose: bool = False,
-                       emulate: bool = False, subgroup_size: Optional[int] = None) -> ir.Function:
+                       emulate: bool = False, subgroup_size: int | None = None) -> ir.Function:
     """``void f(G base, i32 width_bytes, i32 height, i32 pitch_bytes, <2 x i32> xy, P dst)``.
 
     ``dst`` receives :meth:`BlockVariant.lane_elems` values of ``lane_bits`` bits (the
@@ -603,7 +613,7 @@ def declare_block_load(module: ir.Module, target: Target, elem_bits: int, width:
 
 def declare_block_store(module: ir.Module, target: Target, elem_bits: int, width: int, height: int,
                         count: int = 1, emulate: bool = False,
-                        subgroup_size: Optional[int] = None) -> ir.Function:
+                        subgroup_size: int | None = None) -> ir.Function:
     """``void f(P src, G base, i32 width_bytes, i32 height, i32 pitch_bytes, <2 x i32> xy)``;
     out-of-bounds elements are dropped."""
     return _block(module, target, "store", elem_bits, width, height, count, emulate, subgroup_size)
@@ -611,7 +621,30 @@ def declare_block_store(module: ir.Module, target: Target, elem_bits: int, width
 
 def declare_block_prefetch(module: ir.Module, target: Target, elem_bits: int, width: int, height: int,
                            count: int = 1, emulate: bool = False,
-                           subgroup_size: Optional[int] = None) -> ir.Function:
+                           subgroup_size: int | None = None) -> ir.Function:
     """``void f(G base, i32 width_bytes, i32 height, i32 pitch_bytes, <2 x i32> xy)``; a no-op
     when emulated."""
     return _block(module, target, "prefetch", elem_bits, width, height, count, emulate, subgroup_size)
+
+
+def inline_or_outlined(bld: ir.IRBuilder, name: str, ret: ir.Type, args: list, body: Callable,
+                       outline: bool) -> ir.Value:
+    """``body(builder, *args)``'s value (of type ``ret``): emitted here, or with ``outline``
+    (emulation) once per module as the ``noinline`` function ``name`` and called here.
+
+    The CPU driver's -O0 build of an emulated kernel takes about as long as the code it is
+    given, so straight-line helpers repeated at many sites (a cold k-loop version's per-element
+    row reads, the 8x8 transposes of C) are compiled once out of line; GPU targets keep them
+    inline, the code Intel's compiler sees unchanged. ``body`` may use only its arguments, and
+    ``name`` must tell apart every body a module asks for.
+    """
+    if not outline:
+        return body(bld, *args)
+    fn = bld.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(bld.module, ir.FunctionType(ret, [a.type for a in args]), name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fbld = ir.IRBuilder(fn.append_basic_block("entry"))
+        fbld.ret(body(fbld, *fn.args))
+    return bld.call(fn, args)

@@ -17,12 +17,12 @@ slices and accumulators feed nothing else (:meth:`TransposedDpas.transposed_plan
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from llvmlite import ir
 
 from ..ir.core import Operation
 from . import builtins as bi
+from . import emulation as emu
 
 I32, I64 = bi.I32, bi.I64
 
@@ -70,12 +70,37 @@ class TPlan:
     spreads_kept: bool = True
 
 
+def row_elements(b: ir.IRBuilder, base: ir.Value, row: ir.Value, col: ir.Value, s0: ir.Value,
+                 width: ir.Value, row_ok: ir.Value, bits: int, nw: int) -> ir.Value:
+    """``<nw x i32>``: the 4 * nw bytes of row ``row`` (``s0`` elements apart) from column ``col``
+    of ``bits``-bit elements at ``base``, one element at a time, each outside the row's view
+    (``row_ok`` false, column outside [0, ``width``)) read as zero, packed low to high."""
+    ety = ir.IntType(bits)
+    xs = []
+    for j in range(4 * nw * 8 // bits):
+        c = b.add(col, I64(j))
+        ok = b.and_(row_ok, b.and_(b.icmp_signed(">=", c, I64(0)), b.icmp_signed("<", c, width)))
+        off = b.select(ok, b.add(b.mul(row, s0), c), I64(0))
+        x = b.load(b.gep(base, [off], source_etype=ety), typ=ety)
+        xs.append(b.select(ok, x, ir.Constant(ety, 0)))
+    per = 32 // bits
+    words = ir.Constant(ir.VectorType(I32, nw), None)
+    for i in range(nw):
+        word = None
+        for j, x in enumerate(xs[i * per:(i + 1) * per]):
+            x = b.zext(x, I32) if bits < 32 else x
+            x = b.shl(x, I32(j * bits)) if j else x
+            word = x if word is None else b.or_(word, x)
+        words = b.insert_element(words, word, I32(i))
+    return words
+
+
 class TransposedDpas:
     """C^T = B^T A^T in dg2's fast k-loop (a mixin of the XeGPU lowering; module docstring)."""
 
-    tplan: Optional[TPlan] = None
+    tplan: TPlan | None = None
 
-    def transposed_plan(self, op: Operation, reads: dict) -> Optional[TPlan]:
+    def transposed_plan(self, op: Operation, reads: dict) -> TPlan | None:
         """The plan when the loop's body is a DPAS chain the transposed product can take."""
         body = op.regions[0].block
         args = body.args[1:]
@@ -109,7 +134,7 @@ class TransposedDpas:
             if len(d.operands) != 3 or d.attributes.get("software"):
                 return None
             va, vb, vc = d.operands
-            if tuple(va.type.shape)[0] != 8 or tuple(d.result.type.shape) != (8, 8):
+            if next(iter(va.type.shape)) != 8 or tuple(d.result.type.shape) != (8, 8):
                 return None
             la, lb = source(va, "A"), source(vb, "B")
             if la is None or lb is None:
@@ -150,17 +175,20 @@ class TransposedDpas:
         made IGC spill twice as much.)"""
         if isinstance(v, ir.Constant) and isinstance(v.constant, list) and len({str(c) for c in v.constant}) == 1:
             return v       # a splat (or zeroinitializer) is its own transpose
-        b = self.b
         kind = "f32" if v.type.element == bi.F32 else "i32"
-        elems = [b.extract_element(v, I32(k)) for k in range(8)]
-        out = ir.Constant(v.type, ir.Undefined)
-        for e in range(8):
-            pick = None
-            for k in range(8):                 # element k of lane e, kept on lane k
-                x = bi.shuffle(b, elems[k], I32(e), kind)
-                pick = x if pick is None else b.select(b.icmp_unsigned("==", self.lane, I32(k)), x, pick)
-            out = b.insert_element(out, pick, I32(e))
-        return out
+
+        def body(b: ir.IRBuilder, v: ir.Value, lane: ir.Value) -> ir.Value:
+            elems = [b.extract_element(v, I32(k)) for k in range(8)]
+            out = ir.Constant(v.type, ir.Undefined)
+            for e in range(8):
+                pick = None
+                for k in range(8):                 # element k of lane e, kept on lane k
+                    x = bi.shuffle(b, elems[k], I32(e), kind)
+                    pick = x if pick is None else b.select(b.icmp_unsigned("==", lane, I32(k)), x, pick)
+                out = b.insert_element(out, pick, I32(e))
+            return out
+        # (out of line under emulation: 64 shuffles each, twice per 8x8 block of C)
+        return emu.inline_or_outlined(self.b, f"__xejit_transpose8_{kind}", v.type, [v, self.lane], body, self.emulate)
 
     def _lane_row_ptr(self, td, row: ir.Value, col: ir.Value, eb: int, inbounds: bool = True) -> ir.Value:
         b = self.b
@@ -192,18 +220,11 @@ class TransposedDpas:
                 fast = b.select(row_ok, self._load_vec(self._lane_row_ptr(td, safe, col, eb), I32, nw), zero)
                 fast_bb = b.block
             with otherwise:
-                ety, ity = ir.IntType(8 * eb), ir.IntType(8 * eb)
-                xs = []
-                for j in range(n):
-                    c = b.add(col, I64(j))
-                    ok = b.and_(row_ok, b.and_(b.icmp_signed(">=", c, I64(0)), b.icmp_signed("<", c, td.W)))
-                    off = b.select(ok, b.add(b.mul(row, td.s0), c), I64(0))
-                    x = b.load(b.gep(td.arr.ptr, [off], source_etype=ety), typ=ity)
-                    xs.append(b.select(ok, x, ir.Constant(ity, 0)))
-                per = 4 // eb
-                slow = zero
-                for i in range(nw):
-                    slow = b.insert_element(slow, self.pack_word(xs[i * per:(i + 1) * per]), I32(i))
+                # (out of line under emulation: 32 int8 elements at each of a decode k-step's 32
+                # B loads took 4.7 s of the CPU driver's 6 s build of the dg2 int8 8x512x128 pick)
+                slow = emu.inline_or_outlined(
+                    b, f"__xejit_row_elements_e{8 * eb}_w{nw}", zero.type, [td.arr.ptr, row, col, td.s0, td.W, row_ok],
+                    lambda bb, *a: row_elements(bb, *a, 8 * eb, nw), self.emulate)
                 slow_bb = b.block
         phi = b.phi(zero.type)
         phi.add_incoming(fast, fast_bb)
@@ -289,6 +310,6 @@ class TransposedDpas:
         s23 = b.shuffle_vector(quads[2], quads[3], ir.Constant(ir.VectorType(I32, 4), [0, 2, 1, 3]))
         return b.shuffle_vector(s01, s23, ir.Constant(ir.VectorType(I32, 8), [0, 1, 4, 5, 2, 3, 6, 7]))
 
-    def transposed_slice(self, x) -> Optional[TSlice]:
+    def transposed_slice(self, x) -> TSlice | None:
         """The operand as a :class:`TSlice` (a load used whole is its group 0), else None."""
         return TSlice(x, 0) if isinstance(x, TLoad) else x if isinstance(x, TSlice) else None
