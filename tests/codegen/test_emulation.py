@@ -511,3 +511,25 @@ def test_real_builtins_pass_spirv_val(tname, capsys, monkeypatch):
                    "OpSubgroup2DBlockLoadTransposeINTEL", "OpSubgroup2DBlockStoreINTEL",
                    "OpSubgroup2DBlockPrefetchINTEL"):
             assert op in ops
+
+
+def test_an_outlined_helper_is_one_body_a_name():
+    """``inline_or_outlined`` emits a helper once per module and calls it at every use; asked for
+    under the same name with another signature (a name that does not say what the body depends
+    on) it raises instead of calling the first body."""
+    from xejit.codegen.emulation import inline_or_outlined
+
+    mod = ir.Module()
+    f32, i32 = ir.FloatType(), ir.IntType(32)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [f32, i32]), "k")
+    b = ir.IRBuilder(fn.append_basic_block())
+    twice = lambda bb, x: bb.fadd(x, x)   # noqa: E731
+    for _ in range(3):
+        inline_or_outlined(b, "__xejit_twice", f32, [fn.args[0]], twice, True)
+    assert len([g for g in mod.globals if g == "__xejit_twice"]) == 1
+    assert str(mod).count('call float @"__xejit_twice"') == 3, str(mod)
+    with pytest.raises(AssertionError, match="__xejit_twice"):
+        inline_or_outlined(b, "__xejit_twice", i32, [fn.args[1]], lambda bb, x: bb.add(x, x), True)
+    # not outlined (GPU targets): the body is emitted at the call site
+    v = inline_or_outlined(b, "__xejit_twice", i32, [fn.args[1]], lambda bb, x: bb.add(x, x), False)
+    assert isinstance(v, ir.Instruction) and v.opname == "add"

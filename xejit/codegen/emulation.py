@@ -641,8 +641,12 @@ def inline_or_outlined(bld: ir.IRBuilder, name: str, ret: ir.Type, args: list, b
     if not outline:
         return body(bld, *args)
     fn = bld.module.globals.get(name)
+    ftype = ir.FunctionType(ret, [a.type for a in args])
+    if fn is not None and fn.function_type != ftype:
+        # two bodies under one name: the name must say what the body depends on
+        raise AssertionError(f"helper {name} emitted as {fn.function_type}, asked for as {ftype}")
     if fn is None:
-        fn = ir.Function(bld.module, ir.FunctionType(ret, [a.type for a in args]), name)
+        fn = ir.Function(bld.module, ftype, name)
         fn.linkage = "internal"
         fn.attributes.add("noinline")
         fbld = ir.IRBuilder(fn.append_basic_block("entry"))

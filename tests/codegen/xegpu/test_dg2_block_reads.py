@@ -184,7 +184,7 @@ def test_column_major_b_read_by_lane_rows():
 
 @pytest.mark.parametrize("tile,helper,calls", [
     ((8, 256, 32, 8), "__xejit_row_elements_e16_w8", 8),   # column-major B: the cold version's B reads
-    ((64, 64, 32, 8), "__xejit_transpose8_f32", 8),        # C^T -> C after the k-loop
+    ((64, 64, 32, 8), "__xejit_transpose8_f32_8xfloat", 8),   # C^T -> C after the k-loop
 ])
 def test_emulated_helpers_are_out_of_line(tile, helper, calls):
     """Under emulation the cold version's per-element row reads and the 8x8 transposes of C are
