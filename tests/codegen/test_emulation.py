@@ -523,7 +523,10 @@ def test_an_outlined_helper_is_one_body_a_name():
     f32, i32 = ir.FloatType(), ir.IntType(32)
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [f32, i32]), "k")
     b = ir.IRBuilder(fn.append_basic_block())
-    twice = lambda bb, x: bb.fadd(x, x)   # noqa: E731
+
+    def twice(bb: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        return bb.fadd(x, x)
+
     for _ in range(3):
         inline_or_outlined(b, "__xejit_twice", f32, [fn.args[0]], twice, True)
     assert len([g for g in mod.globals if g == "__xejit_twice"]) == 1
