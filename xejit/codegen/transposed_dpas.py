@@ -188,7 +188,8 @@ class TransposedDpas:
                 out = b.insert_element(out, pick, I32(e))
             return out
         # (out of line under emulation: 64 shuffles each, twice per 8x8 block of C)
-        return emu.inline_or_outlined(self.b, f"__xejit_transpose8_{kind}_{v.type.count}x{v.type.element}", v.type, [v, self.lane], body, self.emulate)
+        name = f"__xejit_transpose8_{kind}_{v.type.count}x{v.type.element}"
+        return emu.inline_or_outlined(self.b, name, v.type, [v, self.lane], body, self.emulate)
 
     def _lane_row_ptr(self, td, row: ir.Value, col: ir.Value, eb: int, inbounds: bool = True) -> ir.Value:
         b = self.b
