@@ -123,6 +123,17 @@ def sub_group_id(b: ir.IRBuilder) -> ir.Value:
     return work_item(b, "sub_group_id")
 
 
+def pack_word(b: ir.IRBuilder, xs: list) -> ir.Value:
+    """One 32-bit word of narrower integers ``xs``, the first in the lowest bits (VNNI / memory order)."""
+    word = None
+    for j, x in enumerate(xs):
+        bits = x.type.width
+        x = b.zext(x, I32) if bits < 32 else x
+        x = b.shl(x, I32(j * bits)) if j else x
+        word = x if word is None else b.or_(word, x)
+    return word
+
+
 def shuffle(b: ir.IRBuilder, value: ir.Value, lane: ir.Value, kind: str = "f32") -> ir.Value:
     """``intel_sub_group_shuffle(value, lane)``: read ``value`` from another lane of the subgroup."""
     name, ty = _SHUFFLE[kind]

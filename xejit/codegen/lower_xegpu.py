@@ -1640,14 +1640,7 @@ class XeGPULowering(DecodeSlm, SlmStaging, ParityDpas, TransposedDpas, BlockRead
 
     def pack_word(self, xs: list) -> ir.Value:
         """One 32-bit word of narrower integers, the first in the lowest bits (VNNI / memory order)."""
-        b = self.b
-        word = None
-        for j, x in enumerate(xs):
-            bits = x.type.width
-            x = b.zext(x, I32) if bits < 32 else x
-            x = b.shl(x, I32(j * bits)) if j else x
-            word = x if word is None else b.or_(word, x)
-        return word
+        return bi.pack_word(self.b, xs)
 
     def op_gpu_slm_store(self, op: Operation) -> None:
         t: VectorType = op.operands[0].type

@@ -86,12 +86,7 @@ def row_elements(b: ir.IRBuilder, base: ir.Value, row: ir.Value, col: ir.Value, 
     per = 32 // bits
     words = ir.Constant(ir.VectorType(I32, nw), None)
     for i in range(nw):
-        word = None
-        for j, x in enumerate(xs[i * per:(i + 1) * per]):
-            x = b.zext(x, I32) if bits < 32 else x
-            x = b.shl(x, I32(j * bits)) if j else x
-            word = x if word is None else b.or_(word, x)
-        words = b.insert_element(words, word, I32(i))
+        words = b.insert_element(words, bi.pack_word(b, xs[i * per:(i + 1) * per]), I32(i))
     return words
 
 
