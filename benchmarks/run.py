@@ -255,6 +255,9 @@ def gemm_row(refs: ReferenceProcess, name: str, M: int, N: int, K: int, dtype: s
                 na, nb = np.asarray(xa).copy(), np.asarray(xb).copy()
                 series["xejit_numpy_operands"] = lambda: median_time(lambda: xejit.matmul(na, nb), warmup=1,
                                                                      budget_s=budget_s)
+                nc = np.empty((M, N), np.float32)   # a decode loop's result buffer, written in place
+                series["xejit_numpy_out"] = lambda: median_time(lambda: xejit.matmul(na, nb, out=nc), warmup=1,
+                                                                budget_s=budget_s)
 
                 def fresh_a() -> float:
                     # decode as it runs: a new activation array every call (made before the timed
@@ -303,6 +306,7 @@ def _fmt_row(r: dict) -> str:
     ratio = f"{r['xejit_gflops'] / ref:6.2f}x" if r.get("xejit_gflops") and ref else f"{'-':>7}"
     extra = (f"   numpy operands (by address) {r['xejit_numpy_operands_gflops']:.1f}"
              if "xejit_numpy_operands_gflops" in r else "")
+    extra += (f", out= {r['xejit_numpy_out_gflops']:.1f}" if "xejit_numpy_out_gflops" in r else "")
     extra += (f", a new numpy a each call {r['xejit_numpy_fresh_a_gflops']:.1f}"
               if "xejit_numpy_fresh_a_gflops" in r else "")
     return (f"{r['shape']:<42} {r['dtype']:<9} {g('numpy_gflops')} {g('torch_gflops')} {x} {ratio}"
@@ -477,6 +481,7 @@ def goal_rows(results: dict) -> list[tuple[str, float, float, str, bool]]:
     for r in results.get("gemm", []):
         ref = r.get("numpy_gflops")
         for key, how in (("xejit_gflops", ""), ("xejit_numpy_operands_gflops", ", numpy operands"),
+                         ("xejit_numpy_out_gflops", ", numpy operands, out="),
                          ("xejit_numpy_fresh_a_gflops", ", numpy operands, new a each call")):
             if r.get(key) and ref:
                 out.append((f"{r['shape'].split(' ->')[0]} {r['dtype']}{how}", r[key] / ref,
@@ -520,6 +525,7 @@ def plot(results: dict, path: Path, title: str) -> str | None:
         xs = np.arange(len(rs))
         series = [("numpy", "numpy_gflops"), ("torch", "torch_gflops"), ("xejit", "xejit_gflops"),
                   ("xejit, numpy operands", "xejit_numpy_operands_gflops"),
+                  ("xejit, numpy operands, out=", "xejit_numpy_out_gflops"),
                   ("xejit, numpy operands, new a each call", "xejit_numpy_fresh_a_gflops")]
         series = [s for s in series if any(r.get(s[1]) for r in rs)]
         w = 0.8 / len(series)

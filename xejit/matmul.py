@@ -83,8 +83,19 @@ def _kind(x: Any) -> str:
     return "torch" if _is_torch(x) else "usm" if _is_usm(x) else "numpy"
 
 
+#: dtype -> its name here (str() of a numpy dtype is ~2.5 us: every call names its operands')
+_DTYPE_NAMES: dict[Any, str] = {}
+
+
 def _dtype_name(x: Any) -> str:
-    return str(x.dtype).replace("torch.", "")
+    d = x.dtype
+    name = _DTYPE_NAMES.get(d)
+    if name is None:
+        name = str(d).replace("torch.", "")
+        if len(_DTYPE_NAMES) > 64:
+            _DTYPE_NAMES.clear()
+        _DTYPE_NAMES[d] = name
+    return name
 
 
 def _describe(x: Any) -> str:
@@ -146,6 +157,8 @@ def _extent(x: Any) -> tuple[int, int] | None:
 def _overlaps(x: Any, y: Any) -> bool:
     """Whether the memory ranges of two arrays intersect (numpy's ``may_share_memory`` test, for
     torch tensors too: a bound, so interleaved views count as overlapping)."""
+    if type(x) is np.ndarray and type(y) is np.ndarray:
+        return np.may_share_memory(x, y)   # the same bounds test, in C
     if _kind(x) != _kind(y) or (_is_torch(x) and x.device != y.device):
         return False
     ex, ey = _extent(x), _extent(y)
@@ -345,30 +358,35 @@ def gemm_tuner(target: str | None = None):
 _RECIPES: dict[tuple, tuple] = {}
 
 
-def _recipe_key(a: Any, b: Any, act: str | None) -> tuple:
-    return (a.dtype, a.shape, a.strides, b.dtype, b.shape, b.strides, act, options.raw())
+def _recipe_key(a: Any, b: Any, act: str | None, out: np.ndarray | None = None) -> tuple:
+    return (a.dtype, a.shape, a.strides, b.dtype, b.shape, b.strides, act, options.raw(),
+            None if out is None else (out.dtype, out.shape, out.strides))
 
 
-def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None) -> np.ndarray | None:
-    """``act(a @ b)`` for 2D numpy operands with the dtypes, shapes, strides and activation of an
-    earlier call (that call checked them and chose the config): the result array and one launch,
-    without re-deriving anything; None when there is no such call, or its tuner or choice has
-    changed since (a retune, ``XEJIT_MATMUL_TUNE``)."""
+def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None, out: np.ndarray | None = None,
+                 key: tuple | None = None) -> np.ndarray | None:
+    """``act(a @ b)`` for 2D numpy operands (and ``out=``) with the dtypes, shapes, strides and
+    activation of an earlier call (that call checked them and chose the config): the result array
+    and one launch, without re-deriving anything; None when there is no such call, or its tuner
+    or choice has changed since (a retune, ``XEJIT_MATMUL_TUNE``), or ``out`` is read-only or
+    may share memory with an operand (the full path raises, or computes into a new array)."""
     try:
-        r = _RECIPES.get(_recipe_key(a, b, act))
+        r = _RECIPES.get(_recipe_key(a, b, act, out) if key is None else key)
     except TypeError:
         return None
     if r is None:
         return None
+    if out is not None and (not out.flags.writeable or np.may_share_memory(out, a) or np.may_share_memory(out, b)):
+        return None
     if r[0] == "gemv":   # the skinny kernel: nothing tuned to re-check; the host writes the result
         _, shape, rdtype, acc = r
-        c = np.empty(shape, rdtype)
+        c = np.empty(shape, rdtype) if out is None else out
         _gemv(a, b, None, c, acc, act)
         return c
     tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc = r
     if _TUNERS.get(tuner_id) is not tuner or tuner.cache.get(tkey) is not config:
         return None
-    c = usm.empty(shape, rdtype)
+    c = usm.empty(shape, rdtype) if out is None else out
     M, K = a.shape
     tuner.best_config = config
     tuner.kernel[grid](a, _b_for_gemm(b, M), c, c, M, shape[1], K, ACC=acc, HAS_BIAS=False, ACT=act, **meta)
@@ -456,10 +474,20 @@ class _GemvGeometry(NamedTuple):
     meta: dict
 
 
+#: gemv_kernel's tile width for an N that GEMV_TILES' width does not divide and this one does: a
+#: ragged last tile runs the masked version of the column step (its B rows gathered lane by lane)
+#: once per row step. 1xNx2048 fp32 kernel + host sum, one runtime thread (taskset, alternating
+#: processes): N = 2064 417-454 us with 32-column tiles, 373-376 with 16; N = 2048 equal
+#: (331-345 / 336-347)
+_GEMV_NARROW_BN = 16
+
+
 def _gemv_geometry(M: int, N: int, K: int, slices: int, panels: int, n0: int) -> _GemvGeometry:
     """gemv_kernel's cover of ``M x N x K`` in about ``slices`` K slices and ``panels`` column
     panels starting at column ``n0`` (the one home of the tile and panel arithmetic)."""
     bn, rb = GEMV_TILES[M]
+    if n0 == 0 and N % bn and N % _GEMV_NARROW_BN == 0 and bn > _GEMV_NARROW_BN:
+        bn = _GEMV_NARROW_BN   # no ragged last tile (see _GEMV_NARROW_BN)
     bk = GEMV_BK[M]
     ks = cdiv(cdiv(K, slices), bk) * bk
     width = cdiv(cdiv(N - n0, panels), bn) * bn
@@ -861,13 +889,15 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
         All are ``XejitError``s; messages name the operands' dtypes and shapes.
     """
     # Plain numpy operands first (neither torch tensors nor device objects: the branches below
-    # would not take them), so that a repeated call pays for no other test.
-    if bias is None and out is None and type(a) is np.ndarray and type(b) is np.ndarray \
+    # would not take them), so that a repeated call pays for no other test (out= too: a decode
+    # loop's; its checks took ~45 us a call, 1x256x256 on the CPU device).
+    if bias is None and type(a) is np.ndarray and type(b) is np.ndarray and (out is None or type(out) is np.ndarray) \
             and a.ndim == 2 and b.ndim == 2 and (activation is None or activation in ACTIVATIONS):
-        c = _fast_matmul(a, b, activation)   # the dtypes, shapes and strides of an earlier call
+        key = _recipe_key(a, b, activation, out)
+        c = _fast_matmul(a, b, activation, out, key)   # the dtypes, shapes and strides of an earlier call
         if c is not None:
             return c
-        return _matmul(a, b, None, activation, None, recipe=_recipe_key(a, b, activation))
+        return _matmul(a, b, None, activation, out, recipe=key)
     if _is_torch(a) or _is_torch(b):
         if not (_is_torch(a) and _is_torch(b)):
             raise XejitTypeError(f"xejit.matmul: a ({type(a).__name__}) and b ({type(b).__name__}) must both "

@@ -114,3 +114,22 @@ def test_decreasing_tile_coordinates(N):
     _reversed_columns[(1,)](a, b, p, N, 24, BN=32, BK=8)
     check(p, f64(a) @ f64(b), "f32", scale_by_max=True)
     assert (row[:, :32] == 7).all() and (row[:, 32 + N:] == 7).all()
+
+
+def test_a_width_the_tile_does_not_divide_takes_narrower_tiles():
+    """M <= 2 (32-column tiles): an N that 16 divides and 32 does not takes 16-column tiles, so
+    no row step has a ragged (masked) last tile; a shifted first tile (n0 < 0) or another N keeps
+    the width."""
+    assert _gemv_geometry(1, 2064, 2048, 8, 1, 0).meta["BN"] == 16
+    assert _gemv_geometry(2, 272, 64, 2, 1, 0).meta["BN"] == 16
+    assert _gemv_geometry(1, 2048, 2048, 8, 1, 0).meta["BN"] == 32
+    assert _gemv_geometry(1, 2070, 2048, 8, 1, 0).meta["BN"] == 32
+    assert _gemv_geometry(2, 2064, 2048, 8, 1, -4).meta["BN"] == 32
+    g = _gemv_geometry(1, 272, 64, 2, 1, 0)
+    assert g.width == 272
+
+
+@requires_device
+@pytest.mark.parametrize("M", [1, 2])
+def test_versioned_gemv_of_narrower_tiles(M):
+    _run_gemv(M, 272, 64, 2, 0)

@@ -265,6 +265,48 @@ def test_repeated_calls_reuse_the_choice_and_stay_correct(monkeypatch):
     assert hits == [True, True, False, False, False]
 
 
+@requires_device
+@pytest.mark.parametrize("m", [1, M])   # the skinny kernel's recipe, the tuned GEMM's
+def test_repeated_calls_with_out_reuse_the_choice_and_keep_its_checks(m, monkeypatch):
+    """A call with ``out=`` of an earlier call's dtypes, shapes and strides takes the remembered
+    choice too (a decode loop's call); an ``out`` that is read-only still raises, one that shares
+    memory with an operand still gets the right result, and another ``out`` layout is another key."""
+    import importlib
+    mm = importlib.import_module("xejit.matmul")
+    rng = np.random.default_rng(22)
+    k, n = (512, 256) if m == 1 else (K, N)     # (m = 1: enough of b for the skinny kernel)
+    a, b = rand(rng, (m, k), "float32"), rand(rng, (k, n), "float32")
+    out = poisoned((m, n), "float32", "numpy")
+    xejit.matmul(a, b, out=out)
+    hits = []
+    real = mm._fast_matmul
+
+    def counted(*x):
+        r = real(*x)
+        hits.append(r is not None)
+        return r
+    monkeypatch.setattr(mm, "_fast_matmul", counted)
+    for _ in range(2):
+        a, b, out = rand(rng, (m, k), "float32"), rand(rng, (k, n), "float32"), poisoned((m, n), "float32", "numpy")
+        assert xejit.matmul(a, b, out=out) is out
+        check(out, reference(a, b), "float32")
+    pitched = poisoned((m, n + 3), "float32", "numpy")[:, :n]
+    assert xejit.matmul(a, b, out=pitched) is pitched
+    check(pitched, reference(a, b), "float32")
+    read_only = poisoned((m, n), "float32", "numpy")
+    read_only.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        xejit.matmul(a, b, out=read_only)
+    # an out that is (rows of) an operand's memory, the layouts' second call: into a new array first
+    s = k if m == 1 else m
+    sq = rand(rng, (s, s), "float32")
+    row = sq[:m]
+    want = reference(row, sq)
+    xejit.matmul(row.copy(), sq.copy(), out=poisoned(row.shape, "float32", "numpy"))
+    check(xejit.matmul(row, sq, out=row), want, "float32")
+    assert hits[:2] == [True, True] and hits[2] is False
+
+
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 def test_column_major_b_is_copied_row_major_without_block_io(lib, monkeypatch):
     """On targets without 2D block IO (the CPU device) a column-major B (``x @ w.T``) of a GEMM
