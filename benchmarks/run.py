@@ -255,6 +255,9 @@ def gemm_row(refs: ReferenceProcess, name: str, M: int, N: int, K: int, dtype: s
                 na, nb = np.asarray(xa).copy(), np.asarray(xb).copy()
                 series["xejit_numpy_operands"] = lambda: median_time(lambda: xejit.matmul(na, nb), warmup=1,
                                                                      budget_s=budget_s)
+                ta, tb = torch.from_numpy(na.copy()), torch.from_numpy(nb.copy())   # torch CPU tensors
+                series["xejit_torch_operands"] = lambda: median_time(lambda: xejit.matmul(ta, tb), warmup=1,
+                                                                     budget_s=budget_s)
                 nc = np.empty((M, N), np.float32)   # a decode loop's result buffer, written in place
                 series["xejit_numpy_out"] = lambda: median_time(lambda: xejit.matmul(na, nb, out=nc), warmup=1,
                                                                 budget_s=budget_s)
@@ -307,6 +310,8 @@ def _fmt_row(r: dict) -> str:
     extra = (f"   numpy operands (by address) {r['xejit_numpy_operands_gflops']:.1f}"
              if "xejit_numpy_operands_gflops" in r else "")
     extra += (f", out= {r['xejit_numpy_out_gflops']:.1f}" if "xejit_numpy_out_gflops" in r else "")
+    extra += (f", torch CPU tensors {r['xejit_torch_operands_gflops']:.1f}"
+              if "xejit_torch_operands_gflops" in r else "")
     extra += (f", a new numpy a each call {r['xejit_numpy_fresh_a_gflops']:.1f}"
               if "xejit_numpy_fresh_a_gflops" in r else "")
     return (f"{r['shape']:<42} {r['dtype']:<9} {g('numpy_gflops')} {g('torch_gflops')} {x} {ratio}"
@@ -526,6 +531,7 @@ def plot(results: dict, path: Path, title: str) -> str | None:
         series = [("numpy", "numpy_gflops"), ("torch", "torch_gflops"), ("xejit", "xejit_gflops"),
                   ("xejit, numpy operands", "xejit_numpy_operands_gflops"),
                   ("xejit, numpy operands, out=", "xejit_numpy_out_gflops"),
+                  ("xejit, torch CPU tensors", "xejit_torch_operands_gflops"),
                   ("xejit, numpy operands, new a each call", "xejit_numpy_fresh_a_gflops")]
         series = [s for s in series if any(r.get(s[1]) for r in rs)]
         w = 0.8 / len(series)
