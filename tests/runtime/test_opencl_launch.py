@@ -138,3 +138,33 @@ def test_a_grid_and_its_ranges_are_stored_together(monkeypatch):
     _scale[(2,)](x, y, 3.0, BN=16)      # two workgroups: the first 32 columns, no more
     np.testing.assert_array_equal(y[:, :32], (x[:, :32].astype(np.float64) * 3.0).astype(np.float32))
     assert np.isnan(y[:, 32:]).all()
+
+
+
+def test_a_direct_program_releases_the_program_it_retained():
+    """DirectProgram retains the cl_program it launches from and releases it when it goes
+    (CL_PROGRAM_REFERENCE_COUNT back where it was)."""
+    import ctypes
+    import gc
+
+    from xejit.runtime import opencl_programs
+    from xejit.runtime.opencl_launch import DirectProgram
+    x, y = np.ones((1, 32), np.float32), np.empty((1, 32), np.float32)
+    _scale[(2,)](x, y, 1.0, BN=16)
+    _scale[(2,)](x, y, 1.0, BN=16)
+    program = _plan(x, y, 1.0, 16).direct.prog.program
+    get_info = opencl_programs._libs.cl.clGetProgramInfo
+    get_info.restype = ctypes.c_int
+    get_info.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
+
+    def refs() -> int:
+        n = ctypes.c_uint()
+        assert get_info(program, 0x1160, ctypes.sizeof(n), ctypes.byref(n), None) == 0   # REFERENCE_COUNT
+        return n.value
+
+    before = refs()
+    extra = DirectProgram(opencl_programs.interop_for(default_device().queue), program)
+    assert refs() == before + 1
+    del extra
+    gc.collect()
+    assert refs() == before

@@ -102,11 +102,14 @@ def after_launch() -> None:
     """Called after each launch while looking (``_countdown`` non-zero): every 1, 2, 4, ...
     launches, find the workers."""
     global _countdown, _interval
-    _countdown -= 1
-    if _countdown > 0:
-        return
-    _interval *= 2
-    _countdown = _interval if _interval <= _LAST_INTERVAL else 0
+    with _lock:   # (threads launching at once: each decrement counts, one of them looks)
+        if _countdown <= 0:
+            return
+        _countdown -= 1
+        if _countdown > 0:
+            return
+        _interval *= 2
+        _countdown = _interval if _interval <= _LAST_INTERVAL else 0
     find_workers()
 
 

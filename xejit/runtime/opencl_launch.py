@@ -12,7 +12,7 @@ change, on an in-order ``cl_command_queue`` of its own per thread, waited for by
 Only plans launched on their device's own queue use it: xejit waits for every launch and copy it
 makes there, so nothing is pending on that SYCL queue that a launch on another queue could
 overtake. The ``cl_program`` is the one the SYCL program was made from (retained,
-``runtime/program.py``).
+``runtime/program.py``, and released when its :class:`DirectProgram` goes).
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ class _CL:
                 ("clCreateKernel", _P, [_P, ctypes.c_char_p, errp]),
                 ("clReleaseKernel", ctypes.c_int, [_P]),
                 ("clRetainProgram", ctypes.c_int, [_P]),
+                ("clReleaseProgram", ctypes.c_int, [_P]),
                 ("clSetKernelArg", ctypes.c_int, [_P, ctypes.c_uint, _SIZE, _P]),
                 ("clCreateCommandQueueWithProperties", _P, [_P, _P, _P, errp]),
                 ("clEnqueueNDRangeKernel", ctypes.c_int, [_P, _P, ctypes.c_uint, _P, _P, _P, ctypes.c_uint, _P, _P]),
@@ -65,6 +66,12 @@ class DirectProgram:
         self.cl.clRetainProgram(program)
         self.program, self._context, self._device = program, interop._cl_context, interop._device[0]
         self._queues = _queues_of(interop)
+
+    def __del__(self):
+        # (kernels made from it keep the program itself until they are released: OpenCL 3.0
+        # clReleaseProgram)
+        with contextlib.suppress(Exception):   # (at interpreter shutdown ctypes may be gone)
+            self.cl.clReleaseProgram(self.program)
 
     def queue(self) -> int:
         """This thread's in-order queue of the program's context."""
