@@ -944,11 +944,14 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
             raise XejitTypeError(f"xejit.matmul: a ({type(a).__name__}) and b ({type(b).__name__}) must both "
                              f"be torch tensors or both arrays")
         _check_torch_devices(a, b, bias, out)
-        if bias is None:
+        plain = _plain_torch_call(a, b, bias, out)
+        if plain and bias is None:
             c = _through_numpy_views(a, b, activation, out)
             if c is not None:
                 return c
         if out is None:
+            if plain:   # (the op would add only its dispatch: ~40 us a call)
+                return _matmul(a, b, bias, activation, None)
             from .torch_ops import matmul_op  # registers torch.ops.xejit.matmul on first use
             return matmul_op(a, b, bias, _activation(activation, a))
         if any(t is not None and t.requires_grad for t in (a, b, bias)) and __import__("torch").is_grad_enabled():
@@ -978,22 +981,28 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
                    None if bias is None else _as_array(bias, "bias"), activation, out)
 
 
-def _through_numpy_views(a: Any, b: Any, activation: str | None, out: Any) -> Any:
-    """``xejit.matmul`` of 2D torch CPU tensors numpy can view (not bfloat16) through the numpy
-    path and its remembered choices (:func:`_fast_matmul`), the result a tensor on the same
-    memory; None when the torch path must take them: autograd, ``torch.compile``, tensor
-    subclasses or torch function / dispatch modes (the custom op's business), mixed dtypes (its
-    error names them). A decode call took the custom op's dispatch and the full checks: 1x256x256
-    fp32 226 us against 18 for numpy arrays."""
+def _plain_torch_call(a: Any, b: Any, bias: Any, out: Any) -> bool:
+    """Torch CPU tensors (no subclass) that need neither the custom op's autograd (an operand
+    requiring grad with grad enabled) nor its ``torch.compile`` / torch function or dispatch
+    mode support: xejit computes them directly."""
     import torch
     plain = (torch.Tensor, torch.nn.Parameter)
-    if type(a) not in plain or type(b) not in plain or (out is not None and type(out) not in plain):
-        return None
-    if a.ndim != 2 or b.ndim != 2 or a.device.type != "cpu" or a.dtype != b.dtype:
-        return None
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad) or torch.compiler.is_compiling():
-        return None
-    if torch._C._is_torch_function_mode_enabled() or torch._C._len_torch_dispatch_stack():
+    if any(x is not None and type(x) not in plain for x in (a, b, bias, out)) or a.device.type != "cpu":
+        return False
+    if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (a, b, bias)):
+        return False
+    return not (torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled()
+                or torch._C._len_torch_dispatch_stack())
+
+
+def _through_numpy_views(a: Any, b: Any, activation: str | None, out: Any) -> Any:
+    """``xejit.matmul`` of 2D torch CPU tensors numpy can view (not bfloat16), a plain call
+    (:func:`_plain_torch_call`), through the numpy path and its remembered choices
+    (:func:`_fast_matmul`), the result a tensor on the same memory; None for other operands or
+    mixed dtypes (the torch path's error names them). A decode call took the custom op's
+    dispatch and the full checks: 1x256x256 fp32 226 us against 18 for numpy arrays."""
+    import torch
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype:
         return None
     na, nb = _numpy_view(a), _numpy_view(b)
     no = None if out is None else _numpy_view(out)

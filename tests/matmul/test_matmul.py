@@ -347,6 +347,25 @@ def test_torch_cpu_tensors_take_the_numpy_path(m, dtype, monkeypatch):
         check(xg.grad, reference(np.ones((m, n)), f64(w).T), dtype)
 
 
+def test_the_custom_op_is_for_autograd_and_compile(monkeypatch):
+    """A plain call on torch CPU tensors (here bfloat16 with a bias: not through numpy views)
+    computes directly; with an operand that requires grad it goes through torch.ops.xejit.matmul."""
+    import xejit.torch_ops as ops
+    calls = []
+    real = ops.matmul_op
+    monkeypatch.setattr(ops, "matmul_op", lambda *x: calls.append(1) or real(*x))
+    rng = np.random.default_rng(24)
+    a, b, bias = rand(rng, (M, K), "bfloat16", "torch"), rand(rng, (K, N), "bfloat16", "torch"), \
+        rand(rng, (N,), "bfloat16", "torch")
+    check(xejit.matmul(a, b, bias=bias), reference(a, b, bias), "bfloat16")
+    assert calls == []
+    with torch.no_grad():
+        check(xejit.matmul(a.requires_grad_(), b, bias=bias), reference(a, b, bias), "bfloat16")
+    assert calls == []
+    check(xejit.matmul(a, b, bias=bias).detach(), reference(a, b, bias), "bfloat16")
+    assert calls == [1]
+
+
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 def test_column_major_b_is_copied_row_major_without_block_io(lib, monkeypatch):
     """On targets without 2D block IO (the CPU device) a column-major B (``x @ w.T``) of a GEMM
