@@ -41,6 +41,7 @@ from .codegen.passes.common import written_arrays
 from .device_launch import compile_and_launch, resolve_target
 from .errors import ArgumentValueError
 from .runtime.cache import default_cache
+from .runtime.host_views import numpy_view
 from .runtime.usm_array import UsmArray, from_object, is_device_object
 
 GRF_MODES = ("default", "256", "auto")
@@ -297,7 +298,9 @@ class Kernel:
 
     def _device_args(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         """Arrays in SYCL USM memory described by a protocol (torch XPU tensors, DLPack oneAPI
-        exporters, ``__sycl_usm_array_interface__`` objects) as ``UsmArray`` views (no copy)."""
+        exporters, ``__sycl_usm_array_interface__`` objects) as ``UsmArray`` views (no copy);
+        torch CPU tensors as numpy views where numpy has their dtype (``runtime/host_views.py``:
+        then a repeated launch is a prepared one, as for numpy arrays)."""
 
         def conv(v, name):
             if type(v) in (np.ndarray, int, float, bool) or (is_torch(v) and v.device.type == "cpu"):
@@ -310,6 +313,11 @@ class Kernel:
         if kwargs:
             kwargs = {k: (conv(v, k) if k in self.signature.parameters and k not in self.constexprs else v)
                       for k, v in kwargs.items()}
+        if not any(isinstance(v, UsmArray) for v in (*args, *kwargs.values())):
+            # (beside a device array a torch CPU tensor stays one: the mixed-device error names it)
+            args = tuple(numpy_view(a) for a in args)
+            if kwargs:
+                kwargs = {k: (numpy_view(v) if k not in self.constexprs else v) for k, v in kwargs.items()}
         return args, kwargs
 
     def run(self, *args, grid: Any, **kwargs) -> None:

@@ -9,8 +9,10 @@ constexpr's type and value), the keyword arguments (constexprs and launch option
 types), and the environment variables that choose the launch path (:func:`launch_env`). A later
 call with the same key reuses the plan: per call it only reads the arrays' USM memory (cached per
 array object), checks written arrays are still writeable and integers fit their type, and submits.
-Anything unusual (a staged host array, a torch tensor, a device array, a changed global the kernel
-read, cleared compile caches, a value out of range) takes the full path, which raises the errors.
+A torch CPU tensor of a dtype numpy has is taken as its numpy view (``runtime/host_views.py``).
+Anything unusual (a staged host array, a bfloat16 or device tensor, a device array, a changed global
+the kernel read, cleared compile caches, a value out of range) takes the full path, which raises
+the errors.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import numpy as np
 from . import options
 from .runtime import cpu_threads
 from .runtime import launch as _rt
+from .runtime.host_views import numpy_view
 from .runtime.opencl_launch import DirectLaunch, cl_ranges
 from .arguments import LAUNCH_OPTIONS, launch_grid
 from .codegen.abi import ADDRESS_KINDS, WRITTEN_KINDS
@@ -108,7 +111,7 @@ def try_launch(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
         elif t is int or t is float:
             parts.append(t)
         else:
-            return False
+            return _with_numpy_views(kernel, args, kwargs, grid)
         i += 1
     for k, v in kwargs.items():
         parts += (k, v, type(v))
@@ -117,6 +120,16 @@ def try_launch(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     except TypeError:   # an unhashable constexpr value
         return False
     return plan is not None and plan.launch(args, mems, grid)
+
+
+def _with_numpy_views(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
+    """:func:`try_launch` of a call with torch CPU tensors, as their numpy views (the full path
+    launches them as such too, and keeps its plan under their key: ``runtime/host_views.py``);
+    False when no argument has one (other arguments take the full path)."""
+    viewed = tuple(a if type(a) is np.ndarray else numpy_view(a) for a in args)
+    if all(v is a for v, a in zip(viewed, args)):
+        return False
+    return try_launch(kernel, viewed, kwargs, grid)
 
 
 def find(kernel: Any, args: tuple, kwargs: dict) -> tuple[LaunchPlan, list] | None:

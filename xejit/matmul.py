@@ -34,7 +34,6 @@ import functools
 import itertools
 import os
 import threading
-import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -52,6 +51,7 @@ from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_T
 from .language import cdiv
 from .launch_plan import find as find_plan, launch_env
 from .runtime import usm
+from .runtime.host_views import numpy_view
 from .runtime.launch import _usm_owner, known_address, known_zero_copy
 from .runtime.usm_array import UsmArray, from_object, is_device_object
 
@@ -655,42 +655,13 @@ def _gemv_partials(a: Any, b: Any, acc: Any) -> np.ndarray:
     return p
 
 
-#: torch dtypes whose CPU tensors the GEMV reads and writes through numpy views
-_NUMPY_VIEWABLE = ("float32", "float16", "int8", "int32")
-#: id(tensor) -> (weak reference, its numpy view, data_ptr, strides) (see _numpy_view)
-_TORCH_VIEWS: dict[int, tuple] = {}
-
-
-def _numpy_view(x: Any) -> Any:
-    """A torch CPU tensor of a dtype numpy has, as a numpy view of its memory (no copy), else
-    ``x``. The same view object while the tensor lives with the same memory and layout: a
-    decode loop's weights then reach the launch as an array it has seen, whose address and
-    prepared plan it finds by identity (a torch tensor took the full launch path: 1x256x256
-    fp32 with out= 205 us a call against 20 for numpy arrays)."""
-    if not _is_torch(x) or x.device.type != "cpu" or _dtype_name(x) not in _NUMPY_VIEWABLE:
-        return x
-    ptr, strides = x.data_ptr(), x.stride()
-    hit = _TORCH_VIEWS.get(id(x))
-    if hit is not None and hit[0]() is x and hit[2] == ptr and hit[3] == strides and hit[1].shape == x.shape:
-        return hit[1]
-    try:
-        view = x.detach().numpy()
-        ref = weakref.ref(x, lambda r, k=id(x): _TORCH_VIEWS.pop(k, None) if _TORCH_VIEWS.get(k, (None,))[0] is r else None)
-    except (RuntimeError, TypeError):   # (a conjugate or negative view: numpy cannot take it)
-        return x
-    if len(_TORCH_VIEWS) > 256:
-        _TORCH_VIEWS.clear()
-    _TORCH_VIEWS[id(x)] = (ref, view, ptr, strides)
-    return view
-
-
 def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
     """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`: K in about
     GEMV_SLICES slices times N in GEMV_PANELS column panels, one program each, the slices' sums
     in a USM buffer placed away from b's page offsets, added here (a few hundred KB at most) with
     the epilogue applied in float64 (ints: in int32, as the kernel); with no epilogue, added into
     a numpy ``c`` of the accumulator's dtype directly (torch CPU tensors: their numpy views)."""
-    a, b, c = _numpy_view(a), _numpy_view(b), _numpy_view(c)
+    a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
     M, N = a.shape[0], b.shape[1]
     is_int = acc == xl.int32
     p = _gemv_partials(a, b, acc)
@@ -1004,8 +975,8 @@ def _through_numpy_views(a: Any, b: Any, activation: str | None, out: Any) -> An
     import torch
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype:
         return None
-    na, nb = _numpy_view(a), _numpy_view(b)
-    no = None if out is None else _numpy_view(out)
+    na, nb = numpy_view(a), numpy_view(b)
+    no = None if out is None else numpy_view(out)
     if type(na) is not np.ndarray or type(nb) is not np.ndarray or (out is not None and type(no) is not np.ndarray):
         return None
     c = matmul(na, nb, activation=activation, out=no)

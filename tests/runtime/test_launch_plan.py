@@ -196,3 +196,30 @@ def test_an_empty_grid_launches_nothing_through_the_plan(full_path):
     y[...] = -1.0
     _axpb[(0,)](x, y, 1.0, BN=16)
     assert (y == -1.0).all()
+
+
+def test_torch_cpu_tensors_take_the_plan_as_numpy_views(full_path):
+    """Torch CPU tensors launch as their numpy views (runtime/host_views.py): repeated launches
+    are prepared ones, a tensor changed in place or given new memory (``set_``) is read afresh
+    (its new memory takes the full path once); a bfloat16 tensor has no numpy view."""
+    torch = pytest.importorskip("torch")
+    from xejit.runtime import default_device
+    if not default_device().system_memory:
+        pytest.skip("the device does not read host memory")
+    rng = np.random.default_rng(5)
+    x, y = torch.from_numpy(rng.uniform(-2, 2, N).astype(np.float32)), torch.full((N,), float("nan"))
+    _axpb[(N // 16,)](x, y, 0.5, BN=16)
+    first = len(full_path)
+    for alpha in (-1.25, 3.0):
+        x.mul_(-1)
+        y.fill_(float("nan"))
+        _axpb[(N // 16,)](x, y, alpha, BN=16)
+        np.testing.assert_allclose(y.numpy(), _ref(x.numpy(), alpha), rtol=1e-6)
+    assert len(full_path) == first
+    x.set_(torch.from_numpy(rng.uniform(-2, 2, N).astype(np.float32)))
+    y.fill_(float("nan"))
+    _axpb[(N // 16,)](x, y, 2.0, BN=16)
+    np.testing.assert_allclose(y.numpy(), _ref(x.numpy(), 2.0), rtol=1e-6)
+    from xejit.runtime.host_views import numpy_view
+    xb = x.bfloat16()
+    assert numpy_view(xb) is xb and numpy_view(x) is numpy_view(x)

@@ -1,0 +1,71 @@
+"""Torch CPU tensors as numpy views of their memory (no copy), kept per tensor.
+
+numpy arrays are what the fast paths know: a repeated launch (``xejit.launch_plan``) finds an
+array's address and its prepared plan by the array object's identity, and ``xejit.matmul``
+remembers its choices for numpy operands. A torch CPU tensor of a dtype numpy has (not bfloat16:
+numpy has none) is therefore given to them as its numpy view, the same view object for as long
+as the tensor lives with the same memory and layout (``set_`` or ``resize_`` give it new memory:
+a new view). Writes through the view are the tensor's.
+
+Example:
+    >>> import torch
+    >>> from xejit.runtime.host_views import numpy_view
+    >>> t = torch.ones(2, 3)
+    >>> numpy_view(t) is numpy_view(t), numpy_view(t).shape
+    (True, (2, 3))
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+#: torch dtypes (by name) that have a numpy view here
+VIEWABLE = ("float32", "float16", "int8", "uint8", "int32", "int64", "bool")
+
+#: id(tensor) -> (weak reference to it, its numpy view, data_ptr, strides)
+_views: dict[int, tuple] = {}
+#: the most views kept (a view keeps its tensor's memory alive until the tensor dies or is seen
+#: again with other memory)
+MAX_VIEWS = 256
+
+
+#: the tensor types viewed: torch.Tensor and torch.nn.Parameter, by module and name (this module
+#: does not import torch)
+_TENSOR_TYPES: set = set()
+
+
+def _is_plain_tensor_type(t: type) -> bool:
+    return (t.__module__, t.__name__) in (("torch", "Tensor"), ("torch.nn.parameter", "Parameter"))
+
+
+def _forget(ref: weakref.ref, key: int) -> None:
+    hit = _views.get(key)
+    if hit is not None and hit[0] is ref:
+        del _views[key]
+
+
+def numpy_view(x: Any) -> Any:
+    """``x`` as a numpy view when it is a torch CPU tensor (no subclass) of a dtype numpy has,
+    else ``x`` itself; the same view object for the same tensor, memory and layout."""
+    t = type(x)
+    if t not in _TENSOR_TYPES:
+        if not _is_plain_tensor_type(t):
+            return x
+        _TENSOR_TYPES.add(t)
+    if x.device.type != "cpu":
+        return x
+    ptr, strides = x.data_ptr(), x.stride()
+    hit = _views.get(id(x))
+    if hit is not None and hit[0]() is x and hit[2] == ptr and hit[3] == strides and hit[1].shape == x.shape:
+        return hit[1]
+    if str(x.dtype)[6:] not in VIEWABLE:   # ("torch.float32")
+        return x
+    try:
+        view = x.detach().numpy()
+    except (RuntimeError, TypeError):   # a conjugate or negative view: numpy cannot take it
+        return x
+    if len(_views) >= MAX_VIEWS:
+        _views.clear()
+    key = id(x)
+    _views[key] = (weakref.ref(x, lambda r, k=key: _forget(r, k)), view, ptr, strides)
+    return view
