@@ -502,7 +502,10 @@ def _gemv_geometry(M: int, N: int, K: int, slices: int, panels: int, n0: int) ->
     bk = GEMV_BK[M]
     ks = cdiv(cdiv(K, slices), bk) * bk
     width = cdiv(cdiv(N - n0, panels), bn) * bn
-    return _GemvGeometry((cdiv(K, ks), cdiv(N - n0, width)), ks, width, n0, {"BM": M, "BN": bn, "BK": bk, "RB": rb})
+    meta = {"BM": M, "BN": bn, "BK": bk, "RB": rb}
+    if n0:
+        meta["PEEL"] = True   # the partial first tile out of the column loop (gemv_kernel)
+    return _GemvGeometry((cdiv(K, ks), cdiv(N - n0, width)), ks, width, n0, meta)
 
 
 def _launch_gemv(a: Any, b: Any, p: Any, acc: Any, g: _GemvGeometry) -> None:

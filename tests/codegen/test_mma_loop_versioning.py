@@ -40,6 +40,10 @@ def test_the_gemv_column_loop_is_versioned():
                                  target="generic").instructions
     assert counts.get(VERSIONED) == 1
     assert counts.get("tile_mma accumulator updated in place") == 2
+    # PEEL (a shifted first tile): that tile before the column loop, which is versioned
+    counts = gemv_kernel.compile(a8, b, p8, 128, 64, 64, 128, -4, BM=8, BN=16, BK=16, RB=4, PEEL=True,
+                                 target="generic").instructions
+    assert counts.get(VERSIONED) == 1
 
 
 def test_partial_b_rows_are_clamped_block_reads():

@@ -1527,46 +1527,29 @@ class GenericLowering(LoweringBase):
         lb, ub, step, *inits = (self.env[id(v)] for v in op.operands)
         body = op.regions[0].block
         if not inits and not self._assume_in_bounds and _in_place_mma_loop(body):
-            prefix = self._in_bounds_range(body, lb, ub, step)
-            if prefix is not None:
-                self._versioned_loop(body, lb, ub, step, *prefix)
+            split = self._in_bounds_prefix(body, lb, ub, step)
+            if split is not None:
+                # loop versioning: the iterations [lb, split) are in bounds (tested before the
+                # loop), and run without the per-tile test and masked code (only without them
+                # the CPU driver kept b's row offsets and the accumulators in registers;
+                # docs/compiler.md); the rest (a ragged last tile) take the full loop
+                saved = self._report_copy()   # the counts stay per source op
+                self._assume_in_bounds = True
+                try:
+                    self._for_loop(body, lb, split, step, [])
+                finally:
+                    self._assume_in_bounds = False
+                    self.report = saved
                 self.count("loops versioned on a hoisted bounds test")
-                return []
+                return self._for_loop(body, split, ub, step, [])
         return self._for_loop(body, lb, ub, step, inits)
 
-    def _versioned_loop(self, body, lb: ir.Value, ub: ir.Value, step: ir.Value, start: ir.Value,
-                        split: ir.Value) -> None:
-        """Loop versioning: the iterations [start, split) are in bounds (tested before the loop)
-        and run without the per-tile test and masked code (only without them the CPU driver kept
-        b's row offsets and the accumulators in registers; docs/compiler.md); the others (a
-        partial first tile: [lb, start); a ragged last one: [split, ub)) take full loops. The
-        in-bounds loop inside a loop over all iterations (one copy of the full body) was masked
-        lane by lane by the driver (every instruction {k}, the exit test a vector compare)."""
-        b = self.b
-        with b.if_then(b.icmp_signed("!=", start, lb), likely=False):   # one iteration, not a loop
-            self.env[id(body.args[0])] = lb
-            self.lower_block(body.ops)
-        saved = self._report_copy()   # the counts stay per source op
-        self._assume_in_bounds = True
-        try:
-            # (counted from lb, the tiles shifted by start - lb: from start itself, the CPU driver
-            # kept b's 8 row pointers apart and spilled: 49 instructions per step instead of 41)
-            shift = b.sub(start, lb)
-            self._for_loop(body, lb, b.sub(split, shift), step, [], shift)
-        finally:
-            self._assume_in_bounds = False
-            self.report = saved
-        saved = self._report_copy()
-        self._for_loop(body, split, ub, step, [])
-        self.report = saved
-
-    def _in_bounds_range(self, body, lb: ir.Value, ub: ir.Value, step: ir.Value) -> tuple[ir.Value, ir.Value] | None:
-        """(start, split): the loop's iterations [start, split) have their tile_mmas in bounds,
-        computed before the loop; start is ``lb``, or the second iteration when only the first
-        is partial; split is ``ub`` when all after start are in bounds, the last iteration when
-        all but it are, else ``start`` (None: a tile_mma is not the fused in-place form). The
-        tiles' coordinates are affine in the induction variable (``_in_place_mma_loop``) and
-        each bound is an interval, so two iterations in bounds prove those between them."""
+    def _in_bounds_prefix(self, body, lb: ir.Value, ub: ir.Value, step: ir.Value) -> ir.Value | None:
+        """The end of the loop's iterations from ``lb`` whose tile_mmas are in bounds, computed
+        before the loop: ``ub`` when all are, the last iteration when all but it are, else ``lb``
+        (None: a tile_mma is not the fused in-place form). The tiles' coordinates are affine in
+        the induction variable (``_in_place_mma_loop``) and each bound is an interval, so two
+        iterations in bounds prove those between them."""
         b = self.b
         saved = self._report_copy()
         runs = b.and_(b.icmp_signed(">", step, I64(0)), b.icmp_signed("<", lb, ub))
@@ -1574,10 +1557,9 @@ class GenericLowering(LoweringBase):
         safe_step = b.select(b.icmp_signed(">", step, I64(0)), step, I64(1))
         last = b.add(lb, b.mul(b.sdiv(b.sub(b.sub(ub, lb), I64(1)), safe_step), step))
         before = b.sub(last, step)
-        second = b.add(lb, step)
         conds = []
         try:
-            for iv in (lb, second, last, before):
+            for iv in (lb, last, before):
                 self.env[id(body.args[0])] = iv
                 cond = self._body_bounds(body)
                 if cond is None:
@@ -1585,13 +1567,10 @@ class GenericLowering(LoweringBase):
                 conds.append(cond)
         finally:
             self.report = saved
-        first_ok, second_ok, last_ok, before_ok = conds
-        peel = b.and_(b.and_(runs, b.not_(first_ok)), b.and_(second_ok, b.icmp_signed("<=", second, last)))
-        start = b.add(lb, b.mul(step, b.zext(peel, I64)))
-        ok = b.or_(first_ok, peel)
-        all_ok = b.and_(b.and_(runs, ok), last_ok)
-        but_last = b.and_(b.and_(b.and_(runs, ok), before_ok), b.icmp_signed(">=", before, start))
-        return start, b.select(all_ok, ub, b.select(but_last, last, start))
+        first_ok = b.and_(runs, conds[0])
+        all_ok = b.and_(first_ok, conds[1])
+        but_last = b.and_(b.and_(first_ok, conds[2]), b.icmp_signed(">=", before, lb))
+        return b.select(all_ok, ub, b.select(but_last, last, lb))
 
     def _body_bounds(self, body) -> ir.Value | None:
         """The bounds tests of the body's in-place tile_mmas, its other ops lowered (pure: they
@@ -1630,8 +1609,7 @@ class GenericLowering(LoweringBase):
             return None
         return self.b.and_(self.b.and_(A.inb, B.inb), self._in_bounds(place.tile))
 
-    def _for_loop(self, body, lb: ir.Value, ub: ir.Value, step: ir.Value, inits: list,
-                  shift: ir.Value | None = None) -> list:
+    def _for_loop(self, body, lb: ir.Value, ub: ir.Value, step: ir.Value, inits: list) -> list:
         b = self.b
         flats = [self._flatten(v) for v in inits]
         for i in self._mma_accumulators(body):
@@ -1654,7 +1632,7 @@ class GenericLowering(LoweringBase):
             phis.append(ps)
         b.cbranch(b.icmp_signed("<", iv, ub), body_bb, exit_bb)
         b.position_at_end(body_bb)
-        self.env[id(body.args[0])] = iv if shift is None else b.add(iv, shift)
+        self.env[id(body.args[0])] = iv
         for a, init, ps in zip(body.args[1:], inits, phis):
             self.env[id(a)] = self._rebuild(init, ps)
         yielded = self.lower_block(body.ops)
