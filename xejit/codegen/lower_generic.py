@@ -1268,7 +1268,8 @@ class GenericLowering(LoweringBase):
 
         flat = counted_loop(b, K, [x for row in acc for x in row], step, ty=I64, name="mma_edge")
         new = [flat[m * G:(m + 1) * G] for m in range(M)]
-        self.count("GEMM boundary path: k loop (masked loads)" if masked else "GEMM in-bounds path: k loop (gathered B rows)")
+        self.count("GEMM boundary path: k loop (clamped B row reads)" if rows else
+                   "GEMM boundary path: k loop (masked loads)" if masked else "GEMM in-bounds path: k loop (gathered B rows)")
         return new
 
     def _edge_rows_ok(self, tile: Tile) -> ir.Value:
