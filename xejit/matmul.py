@@ -502,7 +502,10 @@ def _gemv_geometry(M: int, N: int, K: int, slices: int, panels: int, n0: int) ->
     bk = GEMV_BK[M]
     ks = cdiv(cdiv(K, slices), bk) * bk
     width = cdiv(cdiv(N - n0, panels), bn) * bn
-    return _GemvGeometry((cdiv(K, ks), cdiv(N - n0, width)), ks, width, n0, {"BM": M, "BN": bn, "BK": bk, "RB": rb})
+    meta = {"BM": M, "BN": bn, "BK": bk, "RB": rb}
+    if n0:
+        meta["PEEL"] = True   # the partial first tile out of the column loop (gemv_kernel)
+    return _GemvGeometry((cdiv(K, ks), cdiv(N - n0, width)), ks, width, n0, meta)
 
 
 def _launch_gemv(a: Any, b: Any, p: Any, acc: Any, g: _GemvGeometry) -> None:
@@ -545,7 +548,10 @@ def _gemv_direct(a: Any, b: Any, c: Any, acc: Any) -> None:
 #: no shift 2.79 ms, shifted 2.01 (min 1.86 vs 1.10); matmul with b copied to a 64-byte aligned
 #: buffer 0.99 ms against 1.58. At M=1 (then BN=64, 33 tiles a row step) it measured 0.45 vs 0.47
 #: ms, and with BN=32 the kernel's CPU per call took 1.67-1.82x OpenBLAS's on one core shifted,
-#: 1.01-1.12x not: not worth the masked first tile of every row step.
+#: 1.01-1.12x not: not worth the masked first tile of every row step. With the first tile peeled
+#: (gemv_kernel's PEEL) and partial tiles' b rows read by clamped block reads, matmul 1x2048x2048
+#: numpy b, one runtime thread, 4 rounds of alternating processes: shifted 341-443 us against
+#: 341-384 unshifted (USM b 334-375): still no gain at M = 1.
 _GEMV_ALIGN_MIN_BM = 4
 
 

@@ -84,7 +84,8 @@ def test_gemm_versions_in_report(monkeypatch):
     ck = compile_kernel(matmul.compile_ir(x, x, x, 1, 1, 1, BM=24, BN=16, BK=8, num_subgroups=1), "generic")
     ins = ck.instructions
     assert ins["GEMM register strips of 6 rows (in-bounds path)"] == 4
-    assert ins["GEMM boundary path: k loop (masked loads)"] == 1
+    assert ins["GEMM boundary path: k loop (masked loads)"] == 1   # rows shorter than a subgroup
+    assert ins["GEMM boundary path: k loop (clamped B row reads)"] == 1
     assert ins["block_read_u32"] >= 8 * 4  # B rows re-read per strip
     monkeypatch.setattr(lower_generic, "VECTOR_REGS", 32)   # AVX-512: strips of 15 (+ 9) rows
     monkeypatch.setattr(lower_generic, "VECTOR_BYTES", 64)

@@ -40,15 +40,32 @@ def test_the_gemv_column_loop_is_versioned():
                                  target="generic").instructions
     assert counts.get(VERSIONED) == 1
     assert counts.get("tile_mma accumulator updated in place") == 2
+    # PEEL (a shifted first tile): that tile before the column loop, which is versioned
+    counts = gemv_kernel.compile(a8, b, p8, 128, 64, 64, 128, -4, BM=8, BN=16, BK=16, RB=4, PEEL=True,
+                                 target="generic").instructions
+    assert counts.get(VERSIONED) == 1
+
+
+def test_partial_b_rows_are_clamped_block_reads():
+    """The boundary version reads a partial tile's b rows by block reads clamped into the array and
+    a shuffle (uniform addresses), not lane by lane (which the CPU driver made 64-bit gathers)."""
+    a, b = np.ones((1, 64), np.float32), np.ones((64, 70), np.float32)
+    p = np.zeros((1, 70), np.float32)
+    counts = gemv_kernel.compile(a, b, p, 70, 64, 64, 96, 0, BM=1, BN=32, BK=8, RB=1, target="generic").instructions
+    assert counts.get("block_read_u32 (clamped boundary row)", 0) >= 2   # both column groups
 
 
 # (M, N, K, K slices, first column): aligned; ragged N and K; N below one tile; the first tile
 # partial (a negative start, as for an unaligned b at M >= 4); one row strip of 4 rows; two
-# strips (M > 4: two in-place tile_mmas in the loop body)
+# strips (M > 4: two in-place tile_mmas in the loop body); rows shorter than a subgroup (b's rows
+# lane by lane, not clamped block reads); a partial first tile peeled at M = 1 (32 columns), the
+# first two tiles partial (none peeled), a first tile 20 columns out (two row strips)
 @requires_device
 @pytest.mark.parametrize("M,N,K,slices,n0", [(1, 256, 64, 2, 0), (1, 333, 50, 3, 0), (1, 20, 16, 1, 0),
                                              (2, 130, 40, 2, 0), (4, 200, 48, 2, -4), (4, 96, 32, 1, -12),
-                                             (8, 256, 64, 2, 0), (7, 301, 50, 2, -3), (5, 96, 48, 1, 0)])
+                                             (8, 256, 64, 2, 0), (7, 301, 50, 2, -3), (5, 96, 48, 1, 0),
+                                             (1, 10, 24, 1, 0), (2, 1, 24, 1, 0), (1, 100, 24, 2, -4),
+                                             (1, 90, 16, 1, -40), (8, 70, 32, 1, -20)])
 def test_versioned_gemv(M, N, K, slices, n0):
     _run_gemv(M, N, K, slices, n0)
 

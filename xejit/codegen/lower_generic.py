@@ -1230,10 +1230,31 @@ class GenericLowering(LoweringBase):
         ``masked=False``: the tiles are known in bounds (plain loads). A may also be a Vec held in
         registers (read with a shuffle from lane k % S, ``_shuffled_a``)."""
         b = self.b
+        if masked and isinstance(B, LazyTile) and self._block_io_ok(B.tile) is None and B.tile.arr.type.order == (1, 0):
+            # B's rows by clamped block reads (_edge_row_read) where the array allows them,
+            # else lane by lane
+            with b.if_else(self._edge_rows_ok(B.tile), likely=True) as (then, otherwise):
+                with then:
+                    rows = self._mma_boundary_loop_body(A, B, acc, M, K, G, prep, isint, True, True)
+                    br = b.block
+                with otherwise:
+                    lanes = self._mma_boundary_loop_body(A, B, acc, M, K, G, prep, isint, True, False)
+                    bl = b.block
+            return [join_phis(b, rr, br, rl, bl) for rr, rl in zip(rows, lanes)]
+        return self._mma_boundary_loop_body(A, B, acc, M, K, G, prep, isint, masked, False)
+
+    def _mma_boundary_loop_body(self, A, B, acc, M, K, G, prep, isint: bool, masked: bool, rows: bool):
+        """The loop of :meth:`_mma_boundary_loop`; ``rows``: B's rows by :meth:`_edge_row_read`."""
+        b = self.b
         C = B.shape[1]
 
+        def b_row(kk: ir.Value, g: int) -> ir.Value:
+            if rows:
+                return self._edge_row_read(B.tile, kk, g, B.pad)
+            return self._masked_load(B, kk, self.col_index(C, g), masked)
+
         def step(kk: ir.Value, flat: list) -> list:
-            bk = [prep(self._masked_load(B, kk, self.col_index(C, g), masked), B.dtype) for g in range(G)]
+            bk = [prep(b_row(kk, g), B.dtype) for g in range(G)]
             new = []
             for m in range(M):
                 if isinstance(A, LazyTile):
@@ -1247,8 +1268,45 @@ class GenericLowering(LoweringBase):
 
         flat = counted_loop(b, K, [x for row in acc for x in row], step, ty=I64, name="mma_edge")
         new = [flat[m * G:(m + 1) * G] for m in range(M)]
-        self.count("GEMM boundary path: k loop (masked loads)" if masked else "GEMM in-bounds path: k loop (gathered B rows)")
+        self.count("GEMM boundary path: k loop (clamped B row reads)" if rows else
+                   "GEMM boundary path: k loop (masked loads)" if masked else "GEMM in-bounds path: k loop (gathered B rows)")
         return new
+
+    def _edge_rows_ok(self, tile: Tile) -> ir.Value:
+        """i1 (uniform): :meth:`_edge_row_read` may read ``tile``'s array (a row of at least S
+        elements, at least one row)."""
+        b = self.b
+        H, W = tile.arr.dims
+        return b.and_(b.icmp_signed(">=", W, I64(self.S)), b.icmp_signed(">=", H, I64(1)))
+
+    def _edge_row_read(self, tile: Tile, r: ir.Value, g: int, pad: ir.Value) -> ir.Value:
+        """Row r (tile-relative, i64), column group g of a 32-bit row-major tile not wholly in
+        bounds, ``pad`` outside the array (needs :meth:`_edge_rows_ok`). One subgroup block read
+        of S elements of the row clamped into the array (start in [0, W - S], the row in
+        [0, H)) and a shuffle by the clamp's shift: every address is uniform, so the CPU driver
+        emits one vector load and a permute. Per-lane addresses (a select of each lane's offset,
+        or a load under a branch) became 64-bit gathers once the driver had unrolled the k loop
+        and hoisted the lane's part of the address out of it (GEMV 1 x 2070 x 2048: 48 gathers
+        in its full-subgroup code)."""
+        b = self.b
+        H, W = tile.arr.dims
+        s0, _ = tile.arr.strides
+        row = b.add(tile.r0, r)
+        rok = self._in_range(row, H)
+        start = b.add(tile.c0, I64(g * self.S))
+        hi = b.sub(W, I64(self.S))
+        cl = b.select(b.icmp_signed("<", start, I64(0)), I64(0), start)
+        cl = b.select(b.icmp_signed(">", cl, hi), hi, cl)
+        ptr = self.elem_ptr(tile.arr, b.add(b.mul(b.select(rok, row, I64(0)), s0), cl))
+        self.count("block_read_u32 (clamped boundary row)")
+        w = bi.block_read_u32(b, ptr)
+        # lane l wants element start + l, at lane l + (start - cl) of w (in [0, S) when valid)
+        src = b.add(self.lane32, b.trunc(b.sub(start, cl), I32))
+        w = self.shuffle(w, b.and_(src, I32(self.S - 1)))
+        col = b.add(start, self.lane)
+        ok = b.and_(rok, self._in_range(col, W))
+        v = b.bitcast(w, F32) if tile.type.dtype == f32 else w
+        return b.select(ok, v, pad)
 
     def _shuffled_a(self, A: Vec, m: int, kk: ir.Value, prep) -> ir.Value:
         """Element (m, kk) of an A held in registers (column kk % S of column group kk // S), for
@@ -1278,6 +1336,43 @@ class GenericLowering(LoweringBase):
         self.count("masked load (boundary path)")
         return b.select(ok, v, lt.pad)
 
+    def _lane_load(self, tile: Tile, r: ir.Value, col: ir.Value, pad: ir.Value) -> ir.Value:
+        """Element (r, col) of a tile (tile-relative, i64), ``pad`` when out of bounds: a load
+        under a branch at the lane's consecutive address (static order), which the CPU driver
+        makes one masked vector load where the address is not loop-carried (an in-place
+        accumulator row: vmovups {k} instead of a select of addresses and a gather)."""
+        b = self.b
+        et = tile.type.dtype
+        ok = self._lane_ok(tile, r, col)
+        pre = b.block
+        with b.if_then(ok):
+            v = self.from_mem(et, b.load(self._lane_ptr(tile, r, col), typ=mem_type(et)))
+            blk = b.block
+        ph = b.phi(v.type)
+        ph.add_incoming(v, blk)
+        ph.add_incoming(pad, pre)
+        return ph
+
+    def _lane_ok(self, tile: Tile, r: ir.Value, col: ir.Value) -> ir.Value:
+        b = self.b
+        H, W = tile.arr.dims
+        row = b.add(tile.r0, r)
+        return b.and_(self._in_range(row, H),
+                      b.and_(b.icmp_signed(">=", col, b.neg(tile.c0)), b.icmp_signed("<", col, b.sub(W, tile.c0))))
+
+    def _lane_ptr(self, tile: Tile, r: ir.Value, col: ir.Value) -> ir.Value:
+        b = self.b
+        s0, s1 = tile.arr.strides
+        row = b.add(tile.r0, r)
+        order = tile.arr.type.order
+        if order == (1, 0):
+            base, off = b.add(b.mul(row, s0), tile.c0), col
+        elif order == (0, 1):
+            base, off = b.add(row, b.mul(tile.c0, s1)), b.mul(col, s1)
+        else:
+            base, off = b.add(b.mul(row, s0), b.mul(tile.c0, s1)), b.mul(col, s1)
+        return b.gep(self.elem_ptr(tile.arr, base), [off], source_etype=mem_type(tile.type.dtype))
+
     def _lane_elem(self, tile: Tile, r: ir.Value, col: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(in bounds?, pointer) of element (r, col) of a tile (tile-relative, i64; the pointer is
         element 0 of the array when out of bounds). The lane's column is compared with uniform
@@ -1304,15 +1399,14 @@ class GenericLowering(LoweringBase):
         for m in range(M):
             row = []
             for g in range(G):
-                ok, ptr = self._lane_elem(tile, I64(m), self.col_index(C, g))
+                col = self.col_index(C, g)
                 if values is None:
                     self.count("masked load (boundary path)")
-                    v = self.from_mem(et, b.load(ptr, typ=mem_type(et)))
-                    row.append(b.select(ok, v, self.const(et, 0)))
+                    row.append(self._lane_load(tile, I64(m), col, self.const(et, 0)))
                 else:
                     self.count("masked store (boundary path)")
-                    with b.if_then(ok):
-                        b.store(self.to_mem(et, values[m][g]), ptr)
+                    with b.if_then(self._lane_ok(tile, I64(m), col)):
+                        b.store(self.to_mem(et, values[m][g]), self._lane_ptr(tile, I64(m), col))
             out.append(row)
         return out if values is None else None
 

@@ -61,7 +61,7 @@ def _gemv_step(a, b, p, r, pr, k, n, R: xl.constexpr, BN: xl.constexpr, BK: xl.c
 
 @kernel
 def gemv_kernel(a, b, p, N, K, KS, NP, N0, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr,
-                RB: xl.constexpr, ACC: xl.constexpr = xl.float32):
+                RB: xl.constexpr, ACC: xl.constexpr = xl.float32, PEEL: xl.constexpr = False):
     """p[s*BM : s*BM+BM, cols] = a[:, ks] @ b[ks, cols] for program (s, j): K slice
     ks = s*KS .. s*KS+KS, column panel cols = N0 + j*NP .. N0 + j*NP+NP. The skinny-GEMM kernel
     (M = BM <= 8, decode GEMV): a program streams its slice of b's rows BK at a time through its
@@ -72,17 +72,31 @@ def gemv_kernel(a, b, p, N, K, KS, NP, N0, BM: xl.constexpr, BN: xl.constexpr, B
     comes from L1. ``N0`` (<= 0) is the first panel's start: the caller shifts the tiles so that
     b's rows are read in cache-line-aligned pieces when b is not (glibc's large allocations,
     numpy's, are 16 bytes past a line: every 64-byte row piece spanned two lines); the part of
-    the first tile before column 0 is out of bounds (masked)."""
+    the first tile before column 0 is out of bounds (masked). ``PEEL`` (for N0 < 0) takes each
+    row step's first tile before the column loop, whose tiles are then all in bounds but a ragged
+    last one: lower_generic versions the loop on that (a partial first iteration made the whole
+    loop take the per-tile test and masked code)."""
     k0 = xl.program_id(0) * KS
     n0 = N0 + xl.program_id(1) * NP
     pr = xl.program_id(0) * BM
     for n in range(n0, n0 + NP, BN):
         xl.store_tile(xl.init_tile(p, [pr, n], [BM, BN]), xl.zeros([BM, BN], ACC))
     for k in range(k0, k0 + KS, BK):
-        for n in range(n0, n0 + NP, BN):
-            _gemv_step(a, b, p, 0, pr, k, n, RB if BM > RB else BM, BN, BK)
-            if BM > RB:
-                _gemv_step(a, b, p, RB, pr, k, n, BM - RB, BN, BK)
+        if PEEL:
+            _gemv_tile(a, b, p, pr, k, n0, BM, BN, BK, RB)
+            for n in range(n0 + BN, n0 + NP, BN):
+                _gemv_tile(a, b, p, pr, k, n, BM, BN, BK, RB)
+        else:
+            for n in range(n0, n0 + NP, BN):
+                _gemv_tile(a, b, p, pr, k, n, BM, BN, BK, RB)
+
+
+@xl.inline
+def _gemv_tile(a, b, p, pr, k, n, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr, RB: xl.constexpr):
+    """gemv_kernel's BM x BN tile at column n for the rows k .. k+BK: one or two row strips."""
+    _gemv_step(a, b, p, 0, pr, k, n, RB if BM > RB else BM, BN, BK)
+    if BM > RB:
+        _gemv_step(a, b, p, RB, pr, k, n, BM - RB, BN, BK)
 
 
 @kernel
