@@ -265,27 +265,38 @@ def test_repeated_calls_reuse_the_choice_and_stay_correct(monkeypatch):
     assert hits == [True, True, False, False, False]
 
 
+@pytest.fixture
+def fast_path_hits(monkeypatch):
+    """From when it is called: a list that gets, per xejit.matmul call that looks for a remembered
+    choice (matmul._fast_matmul), whether it took one."""
+    import importlib
+    mm = importlib.import_module("xejit.matmul")   # (xejit.matmul is also the function)
+
+    def start() -> list:
+        hits = []
+        real = mm._fast_matmul
+
+        def counted(*x):
+            r = real(*x)
+            hits.append(r is not None)
+            return r
+        monkeypatch.setattr(mm, "_fast_matmul", counted)
+        return hits
+    return start
+
+
 @requires_device
 @pytest.mark.parametrize("m", [1, M])   # the skinny kernel's recipe, the tuned GEMM's
-def test_repeated_calls_with_out_reuse_the_choice_and_keep_its_checks(m, monkeypatch):
+def test_repeated_calls_with_out_reuse_the_choice_and_keep_its_checks(m, fast_path_hits):
     """A call with ``out=`` of an earlier call's dtypes, shapes and strides takes the remembered
     choice too (a decode loop's call); an ``out`` that is read-only still raises, one that shares
     memory with an operand still gets the right result, and another ``out`` layout is another key."""
-    import importlib
-    mm = importlib.import_module("xejit.matmul")
     rng = np.random.default_rng(22)
     k, n = (512, 256) if m == 1 else (K, N)     # (m = 1: enough of b for the skinny kernel)
     a, b = rand(rng, (m, k), "float32"), rand(rng, (k, n), "float32")
     out = poisoned((m, n), "float32", "numpy")
     xejit.matmul(a, b, out=out)
-    hits = []
-    real = mm._fast_matmul
-
-    def counted(*x):
-        r = real(*x)
-        hits.append(r is not None)
-        return r
-    monkeypatch.setattr(mm, "_fast_matmul", counted)
+    hits = fast_path_hits()
     for _ in range(2):
         a, b, out = rand(rng, (m, k), "float32"), rand(rng, (k, n), "float32"), poisoned((m, n), "float32", "numpy")
         assert xejit.matmul(a, b, out=out) is out
@@ -309,25 +320,16 @@ def test_repeated_calls_with_out_reuse_the_choice_and_keep_its_checks(m, monkeyp
 
 @requires_device
 @pytest.mark.parametrize("m,dtype", [(1, "float32"), (M, "float32"), (1, "int8"), (M, "float16")])
-def test_torch_cpu_tensors_take_the_numpy_path(m, dtype, monkeypatch):
+def test_torch_cpu_tensors_take_the_numpy_path(m, dtype, fast_path_hits):
     """2D torch CPU tensors numpy can view go through numpy views and the remembered choices
     (the weights' view is kept per tensor): results right with and without ``out=``, a weight
     changed in place or given new memory (``set_``) read afresh; autograd still takes the op."""
-    import importlib
-    mm = importlib.import_module("xejit.matmul")
     rng = np.random.default_rng(23)
     k, n = (512, 256) if m == 1 else (K, N)
     rdt = _result_dtype(dtype)
     w = rand(rng, (k, n), dtype, "torch")
     xejit.matmul(rand(rng, (m, k), dtype, "torch"), w)
-    hits = []
-    real = mm._fast_matmul
-
-    def counted(*x):
-        r = real(*x)
-        hits.append(r is not None)
-        return r
-    monkeypatch.setattr(mm, "_fast_matmul", counted)
+    hits = fast_path_hits()
     x = rand(rng, (m, k), dtype, "torch")
     got = xejit.matmul(x, w)
     assert isinstance(got, torch.Tensor) and str(got.dtype) == f"torch.{rdt}"
