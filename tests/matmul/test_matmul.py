@@ -242,29 +242,6 @@ def test_cold_first_call_builds_one_config(monkeypatch, tmp_path):
         assert len(built) == 1
 
 
-@requires_device
-def test_repeated_calls_reuse_the_choice_and_stay_correct(monkeypatch):
-    """A call with the dtypes, shapes, strides and activation of an earlier one reuses its tuned
-    config, grid and result allocation (xejit.matmul._fast_matmul): new operand values, a
-    transposed operand, another activation and a retune all give the right result."""
-    import importlib
-    mm = importlib.import_module("xejit.matmul")   # (xejit.matmul is also the function)
-    rng = np.random.default_rng(21)
-    a, b = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
-    xejit.matmul(a, b)
-    hits = []
-    real = mm._fast_matmul
-    monkeypatch.setattr(mm, "_fast_matmul", lambda *x: (lambda r: (hits.append(r is not None), r)[1])(real(*x)))
-    for act in (None, None, "relu"):
-        a2, b2 = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
-        check(xejit.matmul(a2, b2, activation=act), reference(a2, b2, None, act), "float32")
-    bt = np.ascontiguousarray(rand(rng, (N, K), "float32")).T   # column-major b: another key
-    check(xejit.matmul(a, bt), reference(a, bt), "float32")
-    gemm_tuner().cache.clear()      # a retune: the remembered choice is not used
-    check(xejit.matmul(a, b), reference(a, b), "float32")
-    assert hits == [True, True, False, False, False]
-
-
 @pytest.fixture
 def fast_path_hits(monkeypatch):
     """From when it is called: a list that gets, per xejit.matmul call that looks for a remembered
@@ -283,6 +260,25 @@ def fast_path_hits(monkeypatch):
         monkeypatch.setattr(mm, "_fast_matmul", counted)
         return hits
     return start
+
+
+@requires_device
+def test_repeated_calls_reuse_the_choice_and_stay_correct(fast_path_hits):
+    """A call with the dtypes, shapes, strides and activation of an earlier one reuses its tuned
+    config, grid and result allocation (xejit.matmul._fast_matmul): new operand values, a
+    transposed operand, another activation and a retune all give the right result."""
+    rng = np.random.default_rng(21)
+    a, b = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
+    xejit.matmul(a, b)
+    hits = fast_path_hits()
+    for act in (None, None, "relu"):
+        a2, b2 = rand(rng, (M, K), "float32"), rand(rng, (K, N), "float32")
+        check(xejit.matmul(a2, b2, activation=act), reference(a2, b2, None, act), "float32")
+    bt = np.ascontiguousarray(rand(rng, (N, K), "float32")).T   # column-major b: another key
+    check(xejit.matmul(a, bt), reference(a, bt), "float32")
+    gemm_tuner().cache.clear()      # a retune: the remembered choice is not used
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    assert hits == [True, True, False, False, False]
 
 
 @requires_device
