@@ -48,8 +48,18 @@ def _array_ir_type(spec: ArraySpec) -> ArrayType:
     return ArrayType(SCALAR_TYPES[spec.dtype], spec.rank, spec.order, spec.aligned16)
 
 
+#: type -> is it a torch tensor type (asked many times a call by xejit.matmul's checks)
+_TORCH_TYPES: dict[type, bool] = {}
+
+
 def is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+    t = type(x)
+    known = _TORCH_TYPES.get(t)
+    if known is None:
+        if len(_TORCH_TYPES) > 256:
+            _TORCH_TYPES.clear()
+        known = _TORCH_TYPES[t] = t.__module__.startswith("torch") and hasattr(t, "data_ptr")
+    return known
 
 
 @functools.lru_cache(maxsize=1)

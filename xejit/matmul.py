@@ -40,6 +40,7 @@ import numpy as np
 
 from .errors import XejitTypeError, XejitValueError
 from . import language as xl, options
+from .arguments import is_torch
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
 from .codegen import lower_generic
 from .codegen.passes.pipelining import PREFETCH_WAR_READS
@@ -51,7 +52,7 @@ from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_T
 from .language import cdiv
 from .launch_plan import find as find_plan, launch_env
 from .runtime import usm
-from .runtime.host_views import numpy_view
+from .runtime.host_views import is_plain_tensor, numpy_view
 from .runtime.launch import _usm_owner, known_address, known_zero_copy
 from .runtime.usm_array import UsmArray, from_object, is_device_object
 
@@ -70,18 +71,7 @@ _SUPPORTED = ("bfloat16", "float16", "float32", "int8")
 
 # --- array kinds --------------------------------------------------------------------------------
 
-#: type -> is it a torch tensor type (asked ~30 times a call)
-_TORCH_TYPES: dict[type, bool] = {}
-
-
-def _is_torch(x: Any) -> bool:
-    t = type(x)
-    known = _TORCH_TYPES.get(t)
-    if known is None:
-        if len(_TORCH_TYPES) > 256:
-            _TORCH_TYPES.clear()
-        known = _TORCH_TYPES[t] = t.__module__.startswith("torch") and hasattr(t, "data_ptr")
-    return known
+_is_torch = is_torch   # (the arguments' test, answered once per type)
 
 
 def _is_usm(x: Any) -> bool:
@@ -963,8 +953,7 @@ def _plain_torch_call(a: Any, b: Any, bias: Any, out: Any) -> bool:
     requiring grad with grad enabled) nor its ``torch.compile`` / torch function or dispatch
     mode support: xejit computes them directly."""
     import torch
-    plain = (torch.Tensor, torch.nn.Parameter)
-    if any(x is not None and type(x) not in plain for x in (a, b, bias, out)) or a.device.type != "cpu":
+    if any(x is not None and not is_plain_tensor(x) for x in (a, b, bias, out)) or a.device.type != "cpu":
         return False
     if torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (a, b, bias)):
         return False

@@ -1354,6 +1354,8 @@ class GenericLowering(LoweringBase):
         return ph
 
     def _lane_ok(self, tile: Tile, r: ir.Value, col: ir.Value) -> ir.Value:
+        """Is element (r, col) of a tile (tile-relative, i64) in its array: the lane's column
+        against uniform bounds (see :meth:`_lane_elem`)."""
         b = self.b
         H, W = tile.arr.dims
         row = b.add(tile.r0, r)
@@ -1380,12 +1382,9 @@ class GenericLowering(LoweringBase):
         loop-carried i64 vector of it per column group for a tile moving in a loop (GEMV: 16
         vector adds and 32 spill moves per tile on the in-bounds path)."""
         b = self.b
-        H, W = tile.arr.dims
         s0, s1 = tile.arr.strides
-        row = b.add(tile.r0, r)
-        ok = b.and_(self._in_range(row, H),
-                    b.and_(b.icmp_signed(">=", col, b.neg(tile.c0)), b.icmp_signed("<", col, b.sub(W, tile.c0))))
-        base = b.add(b.mul(row, s0), b.mul(tile.c0, s1))
+        ok = self._lane_ok(tile, r, col)
+        base = b.add(b.mul(b.add(tile.r0, r), s0), b.mul(tile.c0, s1))
         off = b.select(ok, b.mul(col, s1), b.neg(base))
         return ok, b.gep(self.elem_ptr(tile.arr, base), [off], source_etype=mem_type(tile.type.dtype))
 

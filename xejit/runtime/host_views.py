@@ -29,13 +29,14 @@ _views: dict[int, tuple] = {}
 MAX_VIEWS = 256
 
 
-#: the tensor types viewed: torch.Tensor and torch.nn.Parameter, by module and name (this module
-#: does not import torch)
-_TENSOR_TYPES: set = set()
+#: the tensor types viewed, by module and name (this module does not import torch)
+_PLAIN_TENSOR_TYPES = (("torch", "Tensor"), ("torch.nn.parameter", "Parameter"))
 
 
-def _is_plain_tensor_type(t: type) -> bool:
-    return (t.__module__, t.__name__) in (("torch", "Tensor"), ("torch.nn.parameter", "Parameter"))
+def is_plain_tensor(x: Any) -> bool:
+    """``x`` is a torch.Tensor or torch.nn.Parameter, not a subclass (FakeTensor, a user's)."""
+    t = type(x)
+    return (t.__module__, t.__name__) in _PLAIN_TENSOR_TYPES
 
 
 def _forget(ref: weakref.ref, key: int) -> None:
@@ -47,12 +48,7 @@ def _forget(ref: weakref.ref, key: int) -> None:
 def numpy_view(x: Any) -> Any:
     """``x`` as a numpy view when it is a torch CPU tensor (no subclass) of a dtype numpy has,
     else ``x`` itself; the same view object for the same tensor, memory and layout."""
-    t = type(x)
-    if t not in _TENSOR_TYPES:
-        if not _is_plain_tensor_type(t):
-            return x
-        _TENSOR_TYPES.add(t)
-    if x.device.type != "cpu":
+    if not is_plain_tensor(x) or x.device.type != "cpu":
         return x
     ptr, strides = x.data_ptr(), x.stride()
     hit = _views.get(id(x))
