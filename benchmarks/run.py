@@ -211,6 +211,13 @@ def gemm_rows(shapes, dtypes, budget_s: float, use_xejit: bool, rounds: int = RO
     return rows
 
 
+#: the skinny rows' other ways of calling xejit.matmul (series name, label), beside USM operands
+CALL_VARIANTS = [("xejit_numpy_operands", "numpy operands (by address)"),
+                 ("xejit_numpy_out", "numpy operands, out="),
+                 ("xejit_torch_operands", "torch CPU tensors"),
+                 ("xejit_numpy_fresh_a", "numpy operands, new a each call")]
+
+
 def gemm_row(refs: ReferenceProcess, name: str, M: int, N: int, K: int, dtype: str, budget_s: float,
              use_xejit: bool, rounds: int) -> dict:
     """One row of :func:`gemm_rows`."""
@@ -307,13 +314,8 @@ def _fmt_row(r: dict) -> str:
     tune = f"{r['autotune_s']:.2f}s" if "autotune_s" in r else "-"
     ref = r.get("numpy_gflops") or r.get("torch_gflops")
     ratio = f"{r['xejit_gflops'] / ref:6.2f}x" if r.get("xejit_gflops") and ref else f"{'-':>7}"
-    extra = (f"   numpy operands (by address) {r['xejit_numpy_operands_gflops']:.1f}"
-             if "xejit_numpy_operands_gflops" in r else "")
-    extra += (f", out= {r['xejit_numpy_out_gflops']:.1f}" if "xejit_numpy_out_gflops" in r else "")
-    extra += (f", torch CPU tensors {r['xejit_torch_operands_gflops']:.1f}"
-              if "xejit_torch_operands_gflops" in r else "")
-    extra += (f", a new numpy a each call {r['xejit_numpy_fresh_a_gflops']:.1f}"
-              if "xejit_numpy_fresh_a_gflops" in r else "")
+    extra = ", ".join(f"{label} {r[f'{key}_gflops']:.1f}" for key, label in CALL_VARIANTS if f"{key}_gflops" in r)
+    extra = f"   {extra}" if extra else ""
     return (f"{r['shape']:<42} {r['dtype']:<9} {g('numpy_gflops')} {g('torch_gflops')} {x} {ratio}"
             f"   tune {tune}{extra}")
 
@@ -485,9 +487,8 @@ def goal_rows(results: dict) -> list[tuple[str, float, float, str, bool]]:
     out = []
     for r in results.get("gemm", []):
         ref = r.get("numpy_gflops")
-        for key, how in (("xejit_gflops", ""), ("xejit_numpy_operands_gflops", ", numpy operands"),
-                         ("xejit_numpy_out_gflops", ", numpy operands, out="),
-                         ("xejit_numpy_fresh_a_gflops", ", numpy operands, new a each call")):
+        for key, how in [("xejit_gflops", "")] + [(f"{k}_gflops", f", {label}") for k, label in CALL_VARIANTS
+                                                  if k != "xejit_torch_operands"]:
             if r.get(key) and ref:
                 out.append((f"{r['shape'].split(' ->')[0]} {r['dtype']}{how}", r[key] / ref,
                             1.0, f"{r[key]:.0f} vs {ref:.0f} GFLOP/s", True))
@@ -528,11 +529,8 @@ def plot(results: dict, path: Path, title: str) -> str | None:
     for ax, dt in zip(axes[:, 0], dtypes):
         rs = [r for r in rows if r["dtype"] == dt]
         xs = np.arange(len(rs))
-        series = [("numpy", "numpy_gflops"), ("torch", "torch_gflops"), ("xejit", "xejit_gflops"),
-                  ("xejit, numpy operands", "xejit_numpy_operands_gflops"),
-                  ("xejit, numpy operands, out=", "xejit_numpy_out_gflops"),
-                  ("xejit, torch CPU tensors", "xejit_torch_operands_gflops"),
-                  ("xejit, numpy operands, new a each call", "xejit_numpy_fresh_a_gflops")]
+        series = [("numpy", "numpy_gflops"), ("torch", "torch_gflops"), ("xejit", "xejit_gflops")] + \
+            [(f"xejit, {label}", f"{key}_gflops") for key, label in CALL_VARIANTS]
         series = [s for s in series if any(r.get(s[1]) for r in rs)]
         w = 0.8 / len(series)
         for i, (label, key) in enumerate(series):

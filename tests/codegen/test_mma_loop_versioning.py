@@ -59,13 +59,15 @@ def test_partial_b_rows_are_clamped_block_reads():
 # partial (a negative start, as for an unaligned b at M >= 4); one row strip of 4 rows; two
 # strips (M > 4: two in-place tile_mmas in the loop body); rows shorter than a subgroup (b's rows
 # lane by lane, not clamped block reads); a partial first tile peeled at M = 1 (32 columns), the
-# first two tiles partial (none peeled), a first tile 20 columns out (two row strips)
+# first two tiles partial (none peeled), a first tile 20 columns out (two row strips); a width 16
+# divides and 32 does not (M <= 2: 16-column tiles, test_a_width_the_tile_does_not_divide_...)
 @requires_device
 @pytest.mark.parametrize("M,N,K,slices,n0", [(1, 256, 64, 2, 0), (1, 333, 50, 3, 0), (1, 20, 16, 1, 0),
                                              (2, 130, 40, 2, 0), (4, 200, 48, 2, -4), (4, 96, 32, 1, -12),
                                              (8, 256, 64, 2, 0), (7, 301, 50, 2, -3), (5, 96, 48, 1, 0),
                                              (1, 10, 24, 1, 0), (2, 1, 24, 1, 0), (1, 100, 24, 2, -4),
-                                             (1, 90, 16, 1, -40), (8, 70, 32, 1, -20)])
+                                             (1, 90, 16, 1, -40), (8, 70, 32, 1, -20), (1, 272, 64, 2, 0),
+                                             (2, 272, 64, 2, 0)])
 def test_versioned_gemv(M, N, K, slices, n0):
     _run_gemv(M, N, K, slices, n0)
 
@@ -144,9 +146,3 @@ def test_a_width_the_tile_does_not_divide_takes_narrower_tiles():
     assert _gemv_geometry(2, 2064, 2048, 8, 1, -4).meta["BN"] == 32
     g = _gemv_geometry(1, 272, 64, 2, 1, 0)
     assert g.width == 272
-
-
-@requires_device
-@pytest.mark.parametrize("M", [1, 2])
-def test_versioned_gemv_of_narrower_tiles(M):
-    _run_gemv(M, 272, 64, 2, 0)
