@@ -114,7 +114,9 @@ def test_packed_kernel_by_k(M, N, K, max_k, kernel, packed_calls, packed_kernels
     out = poisoned((M, N), "float32", "numpy")
     xejit.matmul(a, b, out=out)
     check(out, reference(a, b), "float32")
-    assert packed_kernels == [kernel]
+    assert set(packed_kernels) == {kernel}
+    # a whole block of NC columns, then the rest in a narrower one (N = 200 > NC, 90 < NC)
+    assert len(packed_kernels) == (2 if N > 128 and N % 128 else 1)
 
 
 @requires_device
@@ -149,4 +151,25 @@ def test_packed_microkernel_by_vector_registers(regs, bn, M, N, K, kernel, packe
     out = poisoned((M, N), "float32", "numpy")
     xejit.matmul(a, b, out=out)
     check(out, reference(a, b), "float32")
-    assert seen == [(kernel, bn)]
+    assert set(seen) == {(kernel, bn)}
+
+
+@pytest.mark.parametrize("N,nc,bn", [(300, 256, 32), (256, 256, 32), (90, 128, 32), (1025, 128, 32), (17, 64, 16)])
+def test_column_blocks_cover_n_in_whole_panels(N, nc, bn):
+    """The packed kernels' launches cover columns 0..N once, in whole BN panels, and stop at b's
+    last panel (a block past it ran its microkernels on the masked path over all of K)."""
+    blocks = xm._column_blocks(N, nc, bn)
+    cols = [n0 + i * width + j for n0, width, count in blocks for i in range(count) for j in range(width)]
+    assert cols == list(range(len(cols)))
+    assert all(width % bn == 0 for _, width, _ in blocks)
+    assert N <= len(cols) < N + bn
+
+
+@pytest.mark.parametrize("K", [256, 300, 1024, 1027, 1500, 2048, 4097])
+def test_k_slices_pad_k_the_least(K):
+    """gemm_packed_kernel's k slice is a multiple of BK near KC; K padded to whole slices by less
+    than one slice, and by no more than the plain KC slicing."""
+    kc = xm._k_slice(K, 256, 64)
+    assert kc % 64 == 0 and 0 < kc <= 256
+    padded = -(-K // kc) * kc
+    assert padded - K < kc and padded <= -(-K // 256) * 256

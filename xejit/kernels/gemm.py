@@ -150,7 +150,7 @@ def _packed_slice(a, bp, r, kc, prow, BM: xl.constexpr, BN: xl.constexpr, BK: xl
 
 
 @kernel
-def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
+def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, N0, NC, KC,
                        BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
     """c[M, N] (fp32) = a @ b for ``a`` the padded copy of ``pack_a_kernel`` and ``bp`` the panels
     of ``pack_b_kernel`` (both zero beyond K up to ``Kp``, a multiple of KC); GotoBLAS-style
@@ -162,7 +162,7 @@ def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
     slice behind the load (c is the operand furthest away), and the first slice stores without
     reading c (no zero fill; kernels have no run-time ``if``, hence its own loop nest)."""
     m0 = xl.program_id(0) * MC
-    n0 = xl.program_id(1) * NC
+    n0 = N0 + xl.program_id(1) * NC
     for jj in range(0, NC, BN):
         for mi in range(0, MC, BM):
             acc = _packed_slice(a, bp, m0 + mi, 0, ((n0 + jj) // BN) * Kp, BM, BN, BK, KC)
@@ -176,7 +176,7 @@ def gemm_packed_kernel(a, bp, c, M, N, K, Kp, MC, NC, KC,
 
 
 @kernel
-def gemm_strip_kernel(a, bp, c, M, N, K, Kp, NC, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
+def gemm_strip_kernel(a, bp, c, M, N, K, Kp, N0, NC, BM: xl.constexpr, BN: xl.constexpr, BK: xl.constexpr):
     """c[M, N] (fp32) = a @ b for ``a`` the padded copy of ``pack_a_kernel`` and ``bp`` the panels
     of ``pack_b_kernel`` (both with ``Kp`` = K rounded up to BK, zero beyond K): one program per
     BM-row strip of c and NC columns; each BM x BN tile of c sums all of K in registers and is
@@ -185,7 +185,7 @@ def gemm_strip_kernel(a, bp, c, M, N, K, Kp, NC, BM: xl.constexpr, BN: xl.conste
     caller keeps BM * K small enough for L1 (a strip read again from L2 per panel ran the
     microkernel at ~75% of its L1 speed)."""
     i = xl.program_id(0)
-    n0 = xl.program_id(1) * NC
+    n0 = N0 + xl.program_id(1) * NC
     for jj in range(0, NC, BN):
         ta = xl.init_tile(a, [i * BM, 0], [BM, BK])
         tb = xl.init_tile(bp, [((n0 + jj) // BN) * Kp, 0], [BK, BN])
@@ -423,9 +423,13 @@ GEMV_MAX_M = 8
 #: MC,NC 48,64 83.8-84.4, 48,128 88.3-92.3, 48,256 93.5, 24,128 91.1, 72,128 88.9, numpy
 #: 95.8-96.6; two threads: 48,64 90.0, 48,128 93.5, 48,256 87.5 (numpy 85.2 counts its spinning
 #: threads). KC 128 (a 16 KB panel) was not faster: 48,128 90.4, 48,64 81.8.
+#: BK 64 (four tile_mmas a slice, K padded to 64 instead of 256) on AVX-512: xejit.matmul, two
+#: threads, GFLOP/s, 3 rounds: 1024^3 BK 256 / 64 / 32 / 16 204 / 204 / 186 / 176; 1024x1024x300
+#: 116 / 182-189 / 169-172 / 172-179; 1024x1024x520 137 / 183-186 / 175 / 178 (numpy 190-194).
+#: AVX2's 6 x 16 keeps BK 256 (not measured: this machine's runtime builds AVX-512 only).
 PACKED_CONFIGS = {
     32: {"BM": 6, "BN": 16, "BK": 256, "MC": 48, "NC": 64, "KC": 256, "BKP_A": 32, "BKP_B": 16},
-    64: {"BM": 6, "BN": 32, "BK": 256, "MC": 48, "NC": 128, "KC": 256, "BKP_A": 32, "BKP_B": 16},
+    64: {"BM": 6, "BN": 32, "BK": 64, "MC": 48, "NC": 128, "KC": 256, "BKP_A": 32, "BKP_B": 16},
 }
 
 #: gemm_strip_kernel (same packing, same microkernel, all of K in registers, c stored once) for K
