@@ -447,6 +447,14 @@ def _remember(recipe: tuple, what: tuple) -> None:
 #: skinny GEMMs take gemv_kernel when b has at least this many elements (below, one launch of
 #: the tuned GEMM is as fast and needs no host-side sum)
 _GEMV_MIN_ELEMENTS = 1 << 16
+#: ... and M is at most this: GEMV_MAX_M rows at a time (:func:`_gemv`), so that a batch builds
+#: the kernels of two block heights, not one per M. Each block streams b again (from L3 at these
+#: sizes); at M >= 9 the kernel is compute-bound, at ~100 GFLOP/s on two Zen 4 cores. xejit.matmul
+#: fp32, GFLOP/s, blocks / before (tuned gemm_kernel; the packed kernels at M >= 64) / numpy in
+#: the next process: 9x2048x2048 57 / 16 / 55; 16x2048x2048 109 / 56 / 80; 32x2048x2048 108 /
+#: 26 / 111; 48x2048x2048 110 / - / 150; 64x2048x2048 103 / 83-91 / 150; 64x1024x1024 100 / 57
+#: / 155; 96x2048x2048 87 / 141 (packed) / 170.
+_GEMV_BLOCKED_MAX_M = 64
 
 
 def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
@@ -455,7 +463,7 @@ def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
     kernel, whose partial sums the host adds (device results: :func:`_gemv_direct_applies`)."""
     M, K = a.shape
     N = b.shape[1]
-    if M > GEMV_MAX_M or K * N < _GEMV_MIN_ELEMENTS or _interpreting() or _is_usm(c):
+    if M > _GEMV_BLOCKED_MAX_M or K * N < _GEMV_MIN_ELEMENTS or _interpreting() or _is_usm(c):
         return False
     if _is_torch(c) and c.device.type != "cpu":
         return False
@@ -652,12 +660,19 @@ def _gemv_partials(a: Any, b: Any, acc: Any) -> np.ndarray:
 
 
 def _gemv(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
-    """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`: K in about
-    GEMV_SLICES slices times N in GEMV_PANELS column panels, one program each, the slices' sums
-    in a USM buffer placed away from b's page offsets, added here (a few hundred KB at most) with
-    the epilogue applied in float64 (ints: in int32, as the kernel); with no epilogue, added into
-    a numpy ``c`` of the accumulator's dtype directly (torch CPU tensors: their numpy views)."""
+    """``c = act(a @ b + bias)`` by :func:`~xejit.kernels.gemm.gemv_kernel`, GEMV_MAX_M rows of a
+    at a time (:func:`_gemv_rows`; b streams once per block, from L3 after the first)."""
     a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
+    for i in range(0, a.shape[0], GEMV_MAX_M):
+        _gemv_rows(a[i:i + GEMV_MAX_M], b, bias, c[i:i + GEMV_MAX_M], acc, activation)
+
+
+def _gemv_rows(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | None) -> None:
+    """``c = act(a @ b + bias)`` for at most GEMV_MAX_M rows: K in about GEMV_SLICES slices times
+    N in GEMV_PANELS column panels, one program each, the slices' sums in a USM buffer placed
+    away from b's page offsets, added here (a few hundred KB at most) with the epilogue applied
+    in float64 (ints: in int32, as the kernel); with no epilogue, added into a numpy ``c`` of the
+    accumulator's dtype directly (torch CPU tensors: their numpy views)."""
     M, N = a.shape[0], b.shape[1]
     is_int = acc == xl.int32
     p = _gemv_partials(a, b, acc)
@@ -931,6 +946,10 @@ def matmul(a: Any, b: Any, *, bias: Any = None, activation: str | None = None, o
         if not (_is_torch(a) and _is_torch(b)):
             raise XejitTypeError(f"xejit.matmul: a ({type(a).__name__}) and b ({type(b).__name__}) must both "
                              f"be torch tensors or both arrays")
+        for name, x in (("bias", bias), ("out", out)):
+            if x is not None and not _is_torch(x):
+                raise XejitTypeError(f"xejit.matmul: {name} is a {type(x).__name__}; with torch tensors a and "
+                                     f"b it must be a torch tensor too")
         _check_torch_devices(a, b, bias, out)
         plain = _plain_torch_call(a, b, bias, out)
         if plain and bias is None:

@@ -69,10 +69,11 @@ def test_power_of_two_pitch_b_is_padded_on_the_cpu_device(dtype, lib, monkeypatc
     monkeypatch.setattr(xm, "_padded_pitch", lambda b, m: seen.append(real(b, m)) or seen[-1])
     rng = np.random.default_rng(9)
     n = 2048 // (4 if dtype == "float32" else 2)
-    a, b = rand(rng, (9, 64), dtype, lib), rand(rng, (64, n), dtype, lib)   # (M > 8: not a skinny GEMM)
+    m = xm._GEMV_BLOCKED_MAX_M + 1   # not a skinny GEMM
+    a, b = rand(rng, (m, 64), dtype, lib), rand(rng, (64, n), dtype, lib)
     check(xejit.matmul(a, b), reference(a, b), dtype)
     row_stride = (lambda x: x.stride(0)) if lib == "torch" else (lambda x: x.strides[0] // x.itemsize)
-    assert row_stride(seen[-1]) == n    # 9 rows of A: the copy would cost more than it saves
+    assert row_stride(seen[-1]) == n    # few rows of A: the copy would cost more than it saves
     monkeypatch.setattr(xm, "_PAD_MIN_ROWS", 4)
     check(xejit.matmul(a, b), reference(a, b), dtype)
     from xejit.autotuner import current_target
@@ -189,11 +190,16 @@ def test_zero_k():
     (np.ones((3, 4), np.float32), np.ones((4, 5), np.float32), {"activation": "tanh"}, "unknown activation 'tanh'"),
     (np.ones((3, 4), np.int8), np.ones((4, 5), np.int8), {"activation": "gelu_tanh"}, "needs float operands"),
     (torch.ones(3, 4), np.ones((4, 5), np.float32), {}, "must both be torch tensors"),
+    (torch.ones(3, 4), torch.ones(4, 5), {"bias": np.ones(5, np.float32)}, "bias is a ndarray; .* torch tensor"),
+    (torch.ones(3, 4), torch.ones(4, 5), {"out": np.empty((3, 5), np.float32)}, "out is a ndarray; .* torch tensor"),
     (torch.ones(3, 4, dtype=torch.float64), torch.ones(4, 5, dtype=torch.float64), {}, r"float64 \[3, 4\]"),
 ])
 def test_bad_inputs(a, b, kw, match):
     with pytest.raises(xejit.XejitError, match=match):
         xejit.matmul(a, b, **kw)
+    if "torch tensor" in match:   # a type mix-up is a TypeError, as torch.matmul raises
+        with pytest.raises(TypeError):
+            xejit.matmul(a, b, **kw)
 
 
 def test_tune_limit(monkeypatch):

@@ -1,5 +1,5 @@
-"""Skinny GEMMs (M <= 8, decode GEMV) on the CPU device take ``gemv_kernel`` (K split into
-slices, partial sums added on the host): results against float64 references, outputs poisoned;
+"""Skinny GEMMs (M <= 64: decode GEMV, small batches in blocks of 8 rows) on the CPU device take
+``gemv_kernel`` (K split into slices, partial sums added on the host): results against float64 references, outputs poisoned;
 the kernel itself on ragged slices and panels and over its own b."""
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ def _result_dtype(dtype):
     return "int32" if dtype == "int8" else dtype
 
 
-CASES = [heavy_on_device(m, d, lib, act, core=(m, d) in {(1, "float32"), (8, "float32"), (3, "int8")})
+CASES = [heavy_on_device(m, d, lib, act, core=(m, d) in {(1, "float32"), (8, "float32"), (3, "int8"), (20, "float32")})
          for m, d, lib, act in [(1, "float32", "numpy", None), (8, "float32", "numpy", "gelu_tanh"),
                                 (3, "int8", "numpy", "relu"), (2, "float16", "numpy", "relu"),
-                                (7, "float32", "numpy", "relu"),
+                                (7, "float32", "numpy", "relu"), (20, "float32", "numpy", "relu"),
+                                (11, "int8", "torch", None), (13, "bfloat16", "torch", "gelu_tanh"),
                                 (5, "bfloat16", "torch", None), (1, "float32", "torch", "gelu_tanh")]]
 
 
@@ -45,10 +46,32 @@ def test_skinny_gemm_takes_the_gemv_kernel(m, dtype, lib, activation, gemv_calls
     a, b = rand(rng, (m, K), dtype, lib), rand(rng, (K, N), dtype, lib)
     rdt = _result_dtype(dtype)
     bias = (rng.integers(-1000, 1000, N).astype(np.int32) if dtype == "int8" else rand(rng, (N,), dtype, lib))
+    if lib == "torch" and dtype == "int8":
+        bias = __import__("torch").from_numpy(bias)
     out = poisoned((m, N), rdt, lib)
     xejit.matmul(a, b, bias=bias, activation=activation, out=out)
     assert gemv_calls == [(m, N, K)]
     check(out, reference(a, b, bias, activation), rdt)
+
+
+@requires_device
+@pytest.mark.parametrize("m", [20, 64])
+def test_a_batch_goes_through_the_kernel_in_blocks_of_its_rows(m, gemv_calls, monkeypatch):
+    """More rows than gemv_kernel's largest tile: blocks of GEMV_MAX_M rows and one of the rest
+    (two kernel builds for a batch, not one per M), each against float64 with a poisoned out=."""
+    launched = spy_gemv_calls(monkeypatch, "_gemv_rows")
+    rng = np.random.default_rng(m)
+    a, b = rand(rng, (m, K), "float32"), rand(rng, (K, N), "float32")
+    out = poisoned((m, N), "float32", "numpy")
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), "float32")
+    full, rest = divmod(m, xm.GEMV_MAX_M)
+    assert [rows for rows, _, _ in launched] == [xm.GEMV_MAX_M] * full + ([rest] if rest else [])
+    assert gemv_calls == [(m, N, K)]
+    launched.clear()
+    a65 = rand(rng, (xm._GEMV_BLOCKED_MAX_M + 1, K), "float32")   # past the blocked range: another kernel
+    check(xejit.matmul(a65, b), reference(a65, b), "float32")
+    assert not launched
 
 
 @requires_device
