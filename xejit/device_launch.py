@@ -71,11 +71,14 @@ def compiler_hash() -> str:
 
 
 def cache_key(kernel, module: Module, target: str, options: dict, emulate: bool) -> str:
+    # a debug build's entry holds its sites' source paths (its error messages name and quote the
+    # line): the same source in another checkout is another entry
+    files = sorted({op.loc.file for fn in module.functions for op in fn.walk()}) if options.get("debug") else None
     return key_of("xejit-spv-v2", getattr(kernel, "source_hash", module.functions[0].name),
                   module.attributes.get("specialization"), target, tuple(sorted(options.items())),
                   emulate, *_versions(), compiler_hash(),
                   # the generic lowering sizes register strips by the CPU's vector registers
-                  lower_generic.VECTOR_REGS, lower_generic.VECTOR_BYTES)
+                  lower_generic.VECTOR_REGS, lower_generic.VECTOR_BYTES, files)
 
 
 def emulated_target() -> str | None:

@@ -118,3 +118,26 @@ def test_debug_mode_leaves_kernels_without_gathers_alone(monkeypatch):
     np.testing.assert_allclose(y, 3.0 * x.astype(np.float64), rtol=1e-6)
     ck = xejit.codegen.compiler.compile_kernel(scale.compile_ir(x, y, BN=16), "generic", debug=True)
     assert ck.debug_sites is None and "debug" not in [w for _, _, w in ck.arg_plan]
+
+
+def test_debug_sites_name_the_checkout_the_kernel_is_in(tmp_path, monkeypatch):
+    """The same kernel source in two places (another checkout of a project): a debug build's
+    message names the file the launched kernel is in, not the one first compiled (cached sites)."""
+    import importlib.util
+    import inspect
+    import textwrap
+    src = "import xejit\nimport xejit.language as xl\n\n\n" + textwrap.dedent(inspect.getsource(gather_scatter.fn))
+    monkeypatch.setenv("XEJIT_DEBUG", "1")
+    x, idx = _debug_inputs(np.random.default_rng(3), bad_gather=True)
+    for name in ("one", "two"):
+        path = tmp_path / name / "kern.py"
+        path.parent.mkdir()
+        path.write_text(src.replace("def gather_scatter", "@xejit.kernel\ndef gather_scatter", 1)
+                        if "@xejit.kernel" not in src else src)
+        spec = importlib.util.spec_from_file_location(f"kern_{name}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        y, z = np.full((1, 16), np.nan, np.float32), np.zeros(40, np.float32)
+        with pytest.raises(IndexError) as info:
+            mod.gather_scatter[(1,)](x, idx, y, z, BN=16)
+        assert str(path) in str(info.value) and "xl.load_gather(xl.init_tile(x, offs)" in str(info.value), str(info.value)
