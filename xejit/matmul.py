@@ -45,14 +45,14 @@ from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
 from .codegen import lower_generic
 from .codegen.passes.pipelining import PREFETCH_WAR_READS
 from .codegen.targets import get_target
-from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits
+from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits, numpy_dtype
 from .kernels.gemm import (GEMV_BK, GEMV_MAX_M, GEMV_PANELS, GEMV_SLICES, GEMV_TILES, PACKED_CONFIGS, STRIP_MAX_K, STRIP_NC,
                            configs_for, convert_kernel, gemm_kernel, gemm_packed_kernel, gemm_strip_kernel,
                            gemv_kernel, pack_a_kernel, pack_b_kernel)
 from .language import cdiv
 from .launch_plan import find as find_plan, launch_env
 from .runtime import usm
-from .runtime.host_views import is_plain_tensor, numpy_view
+from .runtime.host_views import as_tensor, is_plain_tensor, numpy_view
 from .runtime.launch import _usm_owner, known_address, known_zero_copy
 from .runtime.usm_array import UsmArray, from_object, is_device_object
 
@@ -128,8 +128,8 @@ def _empty_like_kind(proto: Any, shape: tuple[int, ...], dtype: str) -> Any:
     if _is_usm(proto):   # device memory on the caller's queue, like an XPU tensor's
         return UsmArray.empty(shape, dtype, proto.queue)
     if not _interpreting():
-        return usm.empty(shape, np.dtype(dtype))  # no copy on the way into the kernel
-    return np.empty(shape, np.dtype(dtype))
+        return usm.empty(shape, numpy_dtype(dtype))  # no copy on the way into the kernel
+    return np.empty(shape, numpy_dtype(dtype))
 
 
 def _is_2d_ok(x: Any) -> bool:
@@ -1015,7 +1015,7 @@ def _through_numpy_views(a: Any, b: Any, activation: str | None, out: Any) -> An
     if type(na) is not np.ndarray or type(nb) is not np.ndarray or (out is not None and type(no) is not np.ndarray):
         return None
     c = matmul(na, nb, activation=activation, out=no)
-    return out if out is not None else torch.from_numpy(c)
+    return out if out is not None else as_tensor(c)
 
 
 def _usm_numpy_view(x: Any) -> Any:

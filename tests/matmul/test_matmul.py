@@ -321,9 +321,11 @@ def test_repeated_calls_with_out_reuse_the_choice_and_keep_its_checks(m, fast_pa
 
 
 @requires_device
-@pytest.mark.parametrize("m,dtype", [(1, "float32"), (M, "float32"), (1, "int8"), (M, "float16")])
+@pytest.mark.parametrize("m,dtype", [(1, "float32"), (M, "float32"), (1, "int8"), (M, "float16"),
+                                     (1, "bfloat16"), (M, "bfloat16")])
 def test_torch_cpu_tensors_take_the_numpy_path(m, dtype, fast_path_hits):
-    """2D torch CPU tensors numpy can view go through numpy views and the remembered choices
+    """2D torch CPU tensors numpy can view (bfloat16 as ml_dtypes' numpy bfloat16) go through
+    numpy views and the remembered choices
     (the weights' view is kept per tensor): results right with and without ``out=``, a weight
     changed in place or given new memory (``set_``) read afresh; autograd still takes the op."""
     rng = np.random.default_rng(23)
@@ -391,3 +393,22 @@ def test_column_major_b_is_copied_row_major_without_block_io(lib, monkeypatch):
         assert strides == (48, 1)
     else:
         assert strides == (1, 64)
+
+
+@requires_device
+@pytest.mark.parametrize("m,n,k", [(1, 300, 333), (20, 300, 333), (M, N, K), (300, 512, 600)])
+def test_numpy_bfloat16_arrays(m, n, k):
+    """numpy arrays of ml_dtypes' bfloat16 (JAX's, and torch bf16 tensors' views here) are bf16
+    operands: a result of that dtype, with and without a poisoned ``out=``, against float64 (the
+    skinny kernel, its row blocks, the tuned GEMM and the packed kernels)."""
+    import ml_dtypes
+    rng = np.random.default_rng(m * 7 + n)
+    a = (rng.standard_normal((m, k)) + 0.1).astype(ml_dtypes.bfloat16)
+    b = (rng.standard_normal((k, n)) + 0.1).astype(ml_dtypes.bfloat16)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    got = xejit.matmul(a, b)
+    assert type(got) is np.ndarray and got.dtype == np.dtype(ml_dtypes.bfloat16)
+    check(got.astype(np.float64), ref, "bfloat16")
+    out = np.full((m, n), np.nan, ml_dtypes.bfloat16)
+    assert xejit.matmul(a, b, out=out) is out
+    check(out.astype(np.float64), ref, "bfloat16")

@@ -1,5 +1,6 @@
 """Torch CPU tensors as numpy views (xejit/runtime/host_views.py): one view object per tensor,
-memory and layout; none for a dtype numpy lacks, a subclass or a conjugate view."""
+memory and layout (bfloat16 as ml_dtypes' numpy bfloat16); none for a subclass or a conjugate
+view."""
 import gc
 
 import numpy as np
@@ -24,8 +25,21 @@ def test_a_tensor_keeps_its_view_until_its_memory_or_layout_changes():
     assert numpy_view(t) is not old and numpy_view(t).shape == (2, 2) and not numpy_view(t).any()
 
 
-@pytest.mark.parametrize("make", [lambda: torch.ones(3, dtype=torch.bfloat16),
-                                  lambda: torch.ones(3, dtype=torch.complex64).conj(),
+def test_a_bfloat16_tensor_is_viewed_as_numpy_bfloat16():
+    """torch bf16 has no numpy dtype of its own: its view is ml_dtypes' bfloat16 on the same bits,
+    and as_tensor gives a bf16 tensor back on the same memory."""
+    import ml_dtypes
+    t = torch.tensor([[1.5, -2.25, 3.0], [0.0, 7.0, -0.5]], dtype=torch.bfloat16).t()
+    v = numpy_view(t)
+    assert v.dtype == np.dtype(ml_dtypes.bfloat16) and v.shape == (3, 2) and v is numpy_view(t)
+    np.testing.assert_array_equal(v.astype(np.float32), t.float().numpy())
+    v[0, 1] = 5
+    assert t[0, 1] == 5                                 # the tensor's memory
+    back = host_views.as_tensor(v)
+    assert back.dtype == torch.bfloat16 and back.data_ptr() == t.data_ptr() and torch.equal(back, t)
+
+
+@pytest.mark.parametrize("make", [lambda: torch.ones(3, dtype=torch.complex64).conj(),
                                   lambda: type("Sub", (torch.Tensor,), {})(torch.ones(3)),
                                   lambda: np.ones(3), lambda: 3.0])
 def test_no_view(make):

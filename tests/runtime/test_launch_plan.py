@@ -201,7 +201,7 @@ def test_an_empty_grid_launches_nothing_through_the_plan(full_path):
 def test_torch_cpu_tensors_take_the_plan_as_numpy_views(full_path):
     """Torch CPU tensors launch as their numpy views (runtime/host_views.py): repeated launches
     are prepared ones, a tensor changed in place or given new memory (``set_``) is read afresh
-    (its new memory takes the full path once); a bfloat16 tensor has no numpy view."""
+    (its new memory takes the full path once); bfloat16 tensors too (ml_dtypes' numpy bf16)."""
     torch = pytest.importorskip("torch")
     from xejit.runtime import default_device
     if not default_device().system_memory:
@@ -220,6 +220,12 @@ def test_torch_cpu_tensors_take_the_plan_as_numpy_views(full_path):
     y.fill_(float("nan"))
     _axpb[(N // 16,)](x, y, 2.0, BN=16)
     np.testing.assert_allclose(y.numpy(), _ref(x.numpy(), 2.0), rtol=1e-6)
-    from xejit.runtime.host_views import numpy_view
-    xb = x.bfloat16()
-    assert numpy_view(xb) is xb and numpy_view(x) is numpy_view(x)
+    xb, yb = x.bfloat16(), torch.full((N,), float("nan"))   # (ml_dtypes' numpy bf16 view)
+    _axpb[(N // 16,)](xb, yb, 2.0, BN=16)
+    first = len(full_path)
+    for alpha in (-1.25, 3.0):
+        xb.mul_(-1)
+        yb.fill_(float("nan"))
+        _axpb[(N // 16,)](xb, yb, alpha, BN=16)
+        np.testing.assert_allclose(yb.numpy(), _ref(xb.float().numpy(), alpha), rtol=1e-6)
+    assert len(full_path) == first

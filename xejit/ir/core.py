@@ -98,8 +98,23 @@ _FROM_NP = {np.dtype(np.float16): f16, np.dtype(np.float32): f32, np.dtype(np.bo
 
 
 def scalar_type_from_numpy(dtype: Any) -> ScalarType:
-    """The ScalarType of a numpy dtype (raises KeyError for unsupported dtypes)."""
-    return _FROM_NP[np.dtype(dtype)]
+    """The ScalarType of a numpy dtype (raises KeyError for unsupported dtypes); ml_dtypes'
+    ``bfloat16`` (numpy's bf16, as JAX and torch bf16 views use it) is bf16."""
+    d = np.dtype(dtype)
+    t = _FROM_NP.get(d)
+    if t is None:
+        if d.name == "bfloat16" and d.itemsize == 2 and d.kind == "V":
+            return bf16
+        raise KeyError(d)
+    return t
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of a dtype name, ``"bfloat16"`` included (ml_dtypes', imported on first use)."""
+    if name == "bfloat16":
+        import ml_dtypes
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
 def round_to_bf16(x: np.ndarray) -> np.ndarray:

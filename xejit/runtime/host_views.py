@@ -2,8 +2,8 @@
 
 numpy arrays are what the fast paths know: a repeated launch (``xejit.launch_plan``) finds an
 array's address and its prepared plan by the array object's identity, and ``xejit.matmul``
-remembers its choices for numpy operands. A torch CPU tensor of a dtype numpy has (not bfloat16:
-numpy has none) is therefore given to them as its numpy view, the same view object for as long
+remembers its choices for numpy operands. A torch CPU tensor of a dtype numpy has (bfloat16 as
+ml_dtypes' numpy bfloat16) is therefore given to them as its numpy view, the same view object for as long
 as the tensor lives with the same memory and layout (``set_`` or ``resize_`` give it new memory:
 a new view). Writes through the view are the tensor's.
 
@@ -16,11 +16,16 @@ Example:
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
+import numpy as np
+
+from ..ir.core import numpy_dtype
+
 #: torch dtypes (by name) that have a numpy view here
-VIEWABLE = ("float32", "float16", "int8", "uint8", "int32", "int64", "bool")
+VIEWABLE = ("float32", "float16", "bfloat16", "int8", "uint8", "int32", "int64", "bool")
 
 #: id(tensor) -> (weak reference to it, its numpy view, data_ptr, strides)
 _views: dict[int, tuple] = {}
@@ -37,6 +42,22 @@ def is_plain_tensor(x: Any) -> bool:
     """``x`` is a torch.Tensor or torch.nn.Parameter, not a subclass (FakeTensor, a user's)."""
     t = type(x)
     return (t.__module__, t.__name__) in _PLAIN_TENSOR_TYPES
+
+
+def _torch_bf16() -> Any:
+    return sys.modules["torch"].bfloat16
+
+
+def _torch_int16() -> Any:
+    return sys.modules["torch"].int16
+
+
+def as_tensor(view: Any) -> Any:
+    """A numpy array (of a dtype torch has, bfloat16 included) as a torch tensor on its memory."""
+    import torch
+    if view.dtype.name == "bfloat16":
+        return torch.from_numpy(view.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(view)
 
 
 def _forget(ref: weakref.ref, key: int) -> None:
@@ -57,7 +78,10 @@ def numpy_view(x: Any) -> Any:
     if str(x.dtype)[6:] not in VIEWABLE:   # ("torch.float32")
         return x
     try:
-        view = x.detach().numpy()
+        if x.dtype is _torch_bf16():   # torch has no numpy bfloat16: its bits, as ml_dtypes' bfloat16
+            view = x.detach().view(_torch_int16()).numpy().view(numpy_dtype("bfloat16"))
+        else:
+            view = x.detach().numpy()
     except (RuntimeError, TypeError):   # a conjugate or negative view: numpy cannot take it
         return x
     if len(_views) >= MAX_VIEWS:

@@ -61,6 +61,8 @@ def empty(shape, dtype, *, order: str = "C", device: Device | None = None) -> np
             step *= d
         strides = tuple(strides)
     out = np.asarray(_Owner(mem, queue, size, shape, dtype, strides))
+    if out.dtype != dtype:   # a dtype the array interface spells as raw bytes (ml_dtypes' bfloat16: "V2")
+        out = out.view(dtype)
     # known to launches as zero-copy memory of this queue from the start (no owner search)
     _remember_zero_copy(out, queue, mem, mem._pointer)
     return out
