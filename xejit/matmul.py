@@ -631,9 +631,12 @@ def _gemv_partials(a: Any, b: Any, acc: Any) -> np.ndarray:
     # in its page (they depend on nothing else): ~8 us of Python a call otherwise
     key = (M, N, K, acc, b.strides if type(b) is np.ndarray else _strides(b), b.dtype,   # (byte strides: 1 us less)
            None if addr is None else addr % 4096)
-    hit = getattr(_SCRATCH, "gemv_plan", None)
+    plans = getattr(_SCRATCH, "gemv_plans", None)
+    if plans is None:
+        plans = _SCRATCH.gemv_plans = {}
+    hit = plans.get(key)
     replay = None
-    if hit is not None and hit[0] == key and getattr(_SCRATCH, "gemv_view", None) is hit[2]:
+    if hit is not None and any(v is hit[2] for v in getattr(_SCRATCH, "gemv_views", {}).values()):
         g, p, replay = hit[1], hit[2], hit[3]
         # the same staged a and scratch view, b of the same layout (the key): their launch plan
         # directly, once b's zero-copy entry (its queue) and the launch environment are checked
@@ -655,7 +658,9 @@ def _gemv_partials(a: Any, b: Any, acc: Any) -> np.ndarray:
         found = find_plan(gemv_kernel, (a, b, p, N, K, g.ks, g.width, g.n0), {"ACC": acc, **g.meta})
         replay = (a, None, None, None, launch_env()) if found is None else \
             (a, found[0], found[1][0], found[1][2], launch_env())
-    _SCRATCH.gemv_plan = (key, g, p, replay)
+    if len(plans) >= _SCRATCH_VIEWS:
+        plans.clear()
+    plans[key] = (key, g, p, replay)
     return p
 
 
@@ -735,17 +740,23 @@ def _scratch(name: str, rows: int, cols: int, dtype: Any, pitch: int | None = No
     if buf is None or buf.dtype != dtype or buf.size < size:
         buf = usm.empty((size,), dtype)
         setattr(_SCRATCH, name, buf)
-        setattr(_SCRATCH, name + "_view", None)
+        setattr(_SCRATCH, name + "_views", {})
     offset = 0 if at is None else ((at - buf.ctypes.data) % 4096) // dtype.itemsize
     # the same view object for the same shape: a launch finds its prepared plan by the array's
-    # identity (launch_plan); a new view each call took the slower first-sight path (~40 us)
-    view = getattr(_SCRATCH, name + "_view", None)
+    # identity (launch_plan); a new view each call took the slower first-sight path (~40 us).
+    # A few shapes are kept (a batch's row blocks alternate between two).
+    views = getattr(_SCRATCH, name + "_views")
     key = (rows, cols, pitch, offset)
-    if view is None or getattr(_SCRATCH, name + "_key", None) != key:
-        view = buf[offset:offset + rows * pitch].reshape(rows, pitch)[:, :cols]
-        setattr(_SCRATCH, name + "_view", view)
-        setattr(_SCRATCH, name + "_key", key)
+    view = views.get(key)
+    if view is None:
+        if len(views) >= _SCRATCH_VIEWS:
+            views.clear()
+        view = views[key] = buf[offset:offset + rows * pitch].reshape(rows, pitch)[:, :cols]
     return view
+
+
+#: the most views of one scratch buffer kept (:func:`_scratch`)
+_SCRATCH_VIEWS = 4
 
 
 def _packed(a: Any, b: Any, c: Any) -> None:

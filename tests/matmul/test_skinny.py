@@ -161,12 +161,13 @@ def first_sights(monkeypatch):
 
 
 @requires_device
-@pytest.mark.parametrize("m,dtype", [(1, "float32"), (8, "float32"), (2, "int8")])
+@pytest.mark.parametrize("m,dtype", [(1, "float32"), (8, "float32"), (2, "int8"), (20, "float32")])
 def test_decode_with_a_fresh_activation_each_call(m, dtype, gemv_calls, first_sights):
     """Decode: a new ``a`` every call (new arrays, a row view of a larger one, a column-major
     one) with the same ``b``: each result against float64 with a poisoned out= or a fresh result;
     the kernel reads ``a`` from its staging copy, so no launch after the first meets an array it
-    has not seen (the first-sight path, ~0.1 ms a call)."""
+    has not seen (the first-sight path, ~0.1 ms a call) -- also when a batch's row blocks of two
+    heights alternate (20 rows: 8, 8, 4)."""
     rng = np.random.default_rng(m * 11 + len(dtype))
     b = rand(rng, (K, N), dtype)
     rdt = _result_dtype(dtype)
