@@ -701,7 +701,10 @@ def _gemv_rows(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | No
 #: medians on the loaded VM: 256^3 28.3 / 30.1 / 12.0; 512^3 54.1 / 38.1 / 26.1; 2048x256x1024
 #: 71.7 / 41.1 / 65.7; 512x2048x512 64.0 / 27.9 / 43.2. 512^3 stays on the tuned kernel all the
 #: same: the packed path builds three kernels (pack_b, pack_a, the GEMM), so a cold first call
-#: (empty cache, fresh process) took 3.5-5.0 s against 1.7 on the loaded VM.
+#: (empty cache, fresh process) took 3.5-5.0 s against 1.7 on the loaded VM. Still so (quiet VM):
+#: 512^3 packed 177-192 GFLOP/s against 112 tuned, but a cold first call 0.77-0.98 s against 0.46;
+#: building the three kernels in threads did not shorten it (the OpenCL CPU driver serializes its
+#: builds: pack_a's took 0.61 s wall for 0.16 s of CPU).
 _PACKED_MIN_WORK = 1 << 28
 
 
