@@ -696,16 +696,17 @@ def _gemv_rows(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | No
     _write(c, z)
 
 
-#: float GEMMs take the packed kernels when M*N*K reaches this (2^28, 512^3 excluded). xejit.matmul,
-#: fp32, GFLOP per CPU-second, packed (gemm_strip_kernel) / tuned gemm_kernel / numpy, interleaved
-#: medians on the loaded VM: 256^3 28.3 / 30.1 / 12.0; 512^3 54.1 / 38.1 / 26.1; 2048x256x1024
-#: 71.7 / 41.1 / 65.7; 512x2048x512 64.0 / 27.9 / 43.2. 512^3 stays on the tuned kernel all the
-#: same: the packed path builds three kernels (pack_b, pack_a, the GEMM), so a cold first call
-#: (empty cache, fresh process) took 3.5-5.0 s against 1.7 on the loaded VM. Still so (quiet VM):
-#: 512^3 packed 177-192 GFLOP/s against 112 tuned, but a cold first call 0.77-0.98 s against 0.46;
-#: building the three kernels in threads did not shorten it (the OpenCL CPU driver serializes its
-#: builds: pack_a's took 0.61 s wall for 0.16 s of CPU).
-_PACKED_MIN_WORK = 1 << 28
+#: float GEMMs take the packed kernels when M*N*K reaches this (2^26: 512^3 and 256x1024x256 in,
+#: 384^3 out). xejit.matmul fp32 on numpy arrays, GFLOP/s, quiet VM, packed / tuned gemm_kernel /
+#: numpy (next process): 512^3 187 / 121 / 191; 256x1024x256 165 / 68 / 103; 1024x1024x128 177 /
+#: 135 / 132; 100x1000x1000 136 / 112 / 99; below 2^26: 384^3 162 / 139 / 196, 128x512x512 89 /
+#: 100 / 169, 1024x128x256 88 / 94 / 105, 256^3 84 / 62 / 172. The cost is a cold first call
+#: (empty cache, fresh process), which builds three kernels (pack_b, pack_a, the GEMM) instead of
+#: one: 512^3 0.71-0.80 s against 0.38-0.46 (the warm one 0.06-0.08 s either way). Building them
+#: in threads did not shorten it (the OpenCL CPU driver serializes its builds: pack_a's took 0.61
+#: s wall for 0.16 s of CPU). (Before, on the loaded VM, the cold call took 3.5-5.0 s against 1.7,
+#: so the bound was 2^28.)
+_PACKED_MIN_WORK = 1 << 26
 
 
 #: operand dtypes the packed kernel takes: the packing widens 16-bit floats to fp32 once
