@@ -44,14 +44,6 @@ def is_plain_tensor(x: Any) -> bool:
     return (t.__module__, t.__name__) in _PLAIN_TENSOR_TYPES
 
 
-def _torch_bf16() -> Any:
-    return sys.modules["torch"].bfloat16
-
-
-def _torch_int16() -> Any:
-    return sys.modules["torch"].int16
-
-
 def as_tensor(view: Any) -> Any:
     """A numpy array (of a dtype torch has, bfloat16 included) as a torch tensor on its memory."""
     import torch
@@ -78,8 +70,9 @@ def numpy_view(x: Any) -> Any:
     if str(x.dtype)[6:] not in VIEWABLE:   # ("torch.float32")
         return x
     try:
-        if x.dtype is _torch_bf16():   # torch has no numpy bfloat16: its bits, as ml_dtypes' bfloat16
-            view = x.detach().view(_torch_int16()).numpy().view(numpy_dtype("bfloat16"))
+        torch = sys.modules["torch"]   # (x is a tensor: torch is imported)
+        if x.dtype is torch.bfloat16:   # torch has no numpy bfloat16: its bits, as ml_dtypes' bfloat16
+            view = x.detach().view(torch.int16).numpy().view(numpy_dtype("bfloat16"))
         else:
             view = x.detach().numpy()
     except (RuntimeError, TypeError):   # a conjugate or negative view: numpy cannot take it
