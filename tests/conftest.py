@@ -7,3 +7,11 @@ import os
 
 os.environ.setdefault("XEJIT_DEVICE_BUILD", "1")
 os.environ.setdefault("XEJIT_VALIDATE", "1")
+
+# Property tests draw the same examples on every run (a CI run must not fail on an example no
+# earlier run drew); XEJIT_HYPOTHESIS=explore draws new ones, to look for bugs.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("fixed", derandomize=True)
+_hypothesis_settings.register_profile("explore", derandomize=False)
+_hypothesis_settings.load_profile("explore" if os.environ.get("XEJIT_HYPOTHESIS") == "explore" else "fixed")

@@ -166,7 +166,10 @@ def to_interpreter_value(x: Any, spec: Any) -> Any:
         if dt == bf16:
             return Buffer(t.view(__import__("torch").int16).numpy().view(np.uint16), dt)
         return Buffer(t.numpy(), dt)
-    return Buffer(np.asarray(x), dt)
+    arr = np.asarray(x)
+    if dt == bf16 and arr.dtype.kind == "V":   # ml_dtypes' bfloat16: the interpreter holds the bits
+        arr = arr.view(np.uint16)
+    return Buffer(arr, dt)
 
 
 def launch_grid(grid: Any, name: str) -> tuple[int, ...]:
