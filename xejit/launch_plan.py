@@ -9,10 +9,9 @@ constexpr's type and value), the keyword arguments (constexprs and launch option
 types), and the environment variables that choose the launch path (:func:`launch_env`). A later
 call with the same key reuses the plan: per call it only reads the arrays' USM memory (cached per
 array object), checks written arrays are still writeable and integers fit their type, and submits.
-A torch CPU tensor of a dtype numpy has is taken as its numpy view (``runtime/host_views.py``).
-Anything unusual (a staged host array, a bfloat16 or device tensor, a device array, a changed global
-the kernel read, cleared compile caches, a value out of range) takes the full path, which raises
-the errors.
+A torch CPU tensor is taken as its numpy view (``runtime/host_views.py``; bfloat16 as ml_dtypes').
+Anything unusual (a staged host array, a device tensor or array, a changed global the kernel read,
+cleared compile caches, a value out of range) takes the full path, which raises the errors.
 """
 from __future__ import annotations
 
