@@ -63,15 +63,20 @@ def reference(a, b, bias=None, activation=None) -> np.ndarray:
     return r
 
 
-def spy_gemv_calls(monkeypatch, name: str) -> list:
-    """The (M, N, K) of every call of ``xejit.matmul.<name>`` (a skinny-GEMM entry taking a, b
-    first), recorded while the real function runs."""
+def spy_gemv_calls(monkeypatch, *names: str) -> list:
+    """The (M, N, K) of every call of ``xejit.matmul.<name>`` for each of ``names`` (skinny-GEMM
+    entries taking a, b first) that did its work (returned something other than False: a replay
+    that does not apply returns False), recorded while the real function runs."""
     xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
     seen = []
-    real = getattr(xm, name)
 
-    def spy(a, b, *rest):
-        seen.append((a.shape[0], b.shape[1], a.shape[1]))
-        return real(a, b, *rest)
-    monkeypatch.setattr(xm, name, spy)
+    def spy_of(real):
+        def spy(a, b, *rest):
+            got = real(a, b, *rest)
+            if got is not False:
+                seen.append((a.shape[0], b.shape[1], a.shape[1]))
+            return got
+        return spy
+    for name in names:
+        monkeypatch.setattr(xm, name, spy_of(getattr(xm, name)))
     return seen

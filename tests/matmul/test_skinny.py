@@ -23,8 +23,8 @@ xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
 
 @pytest.fixture
 def gemv_calls(monkeypatch):
-    """The (M, N, K) of every call that took the skinny kernel."""
-    return spy_gemv_calls(monkeypatch, "_gemv")
+    """The (M, N, K) of every call that took the skinny kernel (a repeated one may replay it)."""
+    return spy_gemv_calls(monkeypatch, "_gemv", "_gemv_replay")
 
 
 def _result_dtype(dtype):
@@ -234,6 +234,64 @@ def test_decode_replays_its_launch_plan_safely(monkeypatch):
     monkeypatch.setenv("XEJIT_HOST_ARRAYS", "copy")
     step_all(2, bs)
     assert len(launches) == 3
+
+
+@requires_device
+@pytest.mark.parametrize("m", [1, 8])
+def test_a_repeated_call_replays_the_launch_and_reads_b_afresh(m, monkeypatch):
+    """From the second call with a b on, xejit.matmul repeats the skinny kernel's planned launch
+    (``_gemv_replay``): the new ``a`` is copied, ``b`` read where it is (changed in place: the new
+    values), results against float64 in a fresh array and a poisoned out=. A new b (maybe at a
+    freed b's address and id) is not replayed until it has been seen; an activation, a stale
+    plan (``clear_memory_caches``) and another thread's calls go the full way, with the right
+    results."""
+    import gc
+    import threading
+
+    from xejit.device_launch import clear_memory_caches
+    replays = spy_gemv_calls(monkeypatch, "_gemv_replay")
+    monkeypatch.setattr(xm, "_RECIPES", {})   # (no earlier test's calls of these shapes)
+    rng = np.random.default_rng(60 + m)
+    b = rand(rng, (K, N), "float32")
+    for i in range(3):
+        a = rand(rng, (m, K), "float32")
+        check(xejit.matmul(a, b), reference(a, b), "float32")
+        out = poisoned((m, N), "float32", "numpy")
+        xejit.matmul(a, b, out=out)
+        check(out, reference(a, b), "float32")
+    assert len(replays) == 4                  # every call but the first with and without out=
+    b[K // 3] += 7.0                          # b changed in place: read again
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    assert len(replays) == 5
+    del b
+    gc.collect()
+    b2 = rand(rng, (K, N), "float32")         # (possibly the freed b's memory and id)
+    check(xejit.matmul(a, b2), reference(a, b2), "float32")
+    assert len(replays) == 5
+    check(xejit.matmul(a, b2), reference(a, b2), "float32")
+    assert len(replays) == 6
+    check(xejit.matmul(a, b2, activation="relu"), np.maximum(reference(a, b2), 0), "float32")
+    assert len(replays) == 6
+    clear_memory_caches()                     # the plan is stale: found again on the full path
+    check(xejit.matmul(a, b2), reference(a, b2), "float32")
+    check(xejit.matmul(a, b2), reference(a, b2), "float32")
+    assert len(replays) == 7
+
+    errors = []
+
+    def other_thread():
+        try:
+            for _ in range(3):
+                a3 = rand(np.random.default_rng(1), (m, K), "float32")
+                check(xejit.matmul(a3, b2), reference(a3, b2), "float32")
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+    t = threading.Thread(target=other_thread)
+    t.start()
+    for _ in range(3):
+        check(xejit.matmul(a, b2), reference(a, b2), "float32")
+    t.join()
+    assert not errors
 
 
 @requires_device
