@@ -57,7 +57,7 @@ def plan_key(kernel: Any, args: tuple, kwargs: dict) -> tuple[tuple, list, froze
     address % 16 and queue (arrays), its type and value (constexprs) or its type (ints, floats),
     then name, value and type of each keyword argument. An array's facts are its zero-copy entry
     (``xejit.runtime.launch._zero_copy``), or its address when it has none yet: its queue slot in
-    the key is then None, and its index is in the open slots (see :func:`_same_but_queue`)."""
+    the key is then None, and its index is in the open slots (see :func:`_first_sight`)."""
     parts: list = [launch_env(), len(args)]
     arrays: list = []
     open_slots = []
@@ -151,7 +151,17 @@ def _first_sight(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
     if got is None:
         return False
     key, arrays, open_slots = got
-    plans = [p for k, p in list(kernel._plans.items()) if _same_but_queue(k, key, open_slots)]
+    # the plans of this key with a queue of some plan's in the open slots: a lookup per queue
+    # (scanning every plan of the kernel instead took ~5 us a call, more with more
+    # plans: a repeated xejit.matmul with a new result array each call meets one)
+    plans = []
+    parts = list(key)
+    for qid in list(_plan_queues):
+        for j in open_slots:
+            parts[j] = qid
+        plan = kernel._plans.get(tuple(parts))
+        if plan is not None:
+            plans.append(plan)
     for plan in plans:
         mems = []
         for n, z in enumerate(arrays):
@@ -165,17 +175,6 @@ def _first_sight(kernel: Any, args: tuple, kwargs: dict, grid: Any) -> bool:
         else:
             return plan.launch(args, mems, grid)
     return False
-
-
-def _same_but_queue(k: tuple, key: tuple, open_slots: frozenset) -> bool:
-    """Whether plan key ``k`` is ``key`` but for the queues of arrays not seen yet (the slots
-    ``open_slots``, None in ``key``)."""
-    if len(k) != len(key):
-        return False
-    for j, (a, b) in enumerate(zip(k, key)):
-        if a is not b and j not in open_slots and (type(a) is not type(b) or a != b):
-            return False
-    return True
 
 
 def remember(kernel: Any, args: tuple, kwargs: dict, module: Any, launched: tuple | None,
@@ -202,7 +201,17 @@ def remember(kernel: Any, args: tuple, kwargs: dict, module: Any, launched: tupl
             kernel._plans.clear()
         kernel._plans[key] = plan
     except TypeError:
-        pass
+        return
+    if id(queue) not in _plan_queues:
+        if len(_plan_queues) >= _MAX_PLAN_QUEUES:
+            _plan_queues.clear()   # (plans on other queues then take the full path once)
+        _plan_queues[id(queue)] = queue
+
+
+#: id -> queue of the queues plans were made for (kept alive here, so their ids stay theirs):
+#: where :func:`_first_sight` looks for a plan of an array not seen yet
+_plan_queues: dict[int, Any] = {}
+_MAX_PLAN_QUEUES = 16
 
 
 def _launch_options():

@@ -385,6 +385,11 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None, out: np.ndarray 
         if act is not None or not _gemv_replay(a, b, c):
             _gemv(a, b, None, c, acc, act)
         return c
+    if r[0] == "packed":   # the packed kernels: nothing tuned either
+        _, shape, rdtype = r
+        c = np.empty(shape, rdtype) if out is None else out
+        _packed(a, b, c)
+        return c
     tuner, tuner_id, tkey, config, meta, grid, shape, rdtype, acc = r
     if _TUNERS.get(tuner_id) is not tuner or tuner.cache.get(tkey) is not config:
         return None
@@ -421,6 +426,8 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         return
     if bias is None and activation is None and _packed_applies(a2, b2, c2):
         _packed(a2, b2, c2)
+        if recipe is not None:
+            _remember(recipe, ("packed", tuple(c2.shape), c2.dtype))
         return
     tuner = gemm_tuner()
     b_given = b2

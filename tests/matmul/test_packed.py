@@ -21,6 +21,7 @@ def packed_calls(monkeypatch):
     real = xm._packed
     monkeypatch.setattr(xm, "_packed", lambda a, b, c: seen.append((a.shape, b.shape)) or real(a, b, c))
     monkeypatch.setattr(xm, "_PACKED_MIN_WORK", 64 ** 3)
+    monkeypatch.setattr(xm, "_RECIPES", {})   # (choices made under the lowered threshold end here)
     return seen
 
 
@@ -63,6 +64,30 @@ def test_large_fp32_gemm_takes_the_packed_kernel(M, N, K, a_t, b_t, lib, packed_
     expected = [] if get_target(current_target()).has_block_io else [((M, K), (K, N))]
     assert [(tuple(x), tuple(y)) for x, y in packed_calls] == expected
     check(xejit.matmul(a, b), reference(a, b), "float32")   # the scratch buffer reused
+
+
+@requires_device
+@pytest.mark.parametrize("M,N,K", [(100, 130, 300), (70, 90, 1100)])   # strip kernel, K-blocked kernel
+def test_repeated_packed_calls_reuse_the_choice(M, N, K, packed_calls, monkeypatch):
+    """A repeated call with the dtypes, shapes and strides of an earlier one goes straight to the
+    packed kernels (no full path: ``_matmul`` is not called again), reading its operands afresh:
+    new arrays, ``b`` changed in place, a poisoned out=; results against float64."""
+    full = []
+    real = xm._matmul
+    monkeypatch.setattr(xm, "_matmul", lambda *args, **kw: full.append(1) or real(*args, **kw))
+    rng = np.random.default_rng(M + K)
+    b = rand(rng, (K, N), "float32")
+    for _ in range(2):
+        a = rand(rng, (M, K), "float32")
+        check(xejit.matmul(a, b), reference(a, b), "float32")
+    b[K // 2] += 3.0
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    for _ in range(2):
+        out = poisoned((M, N), "float32", "numpy")
+        xejit.matmul(a, b, out=out)
+        check(out, reference(a, b), "float32")
+    assert len(full) == 2                          # the first call without and with out=
+    assert len(packed_calls) == 5
 
 
 @requires_device
