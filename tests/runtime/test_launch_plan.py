@@ -61,7 +61,7 @@ def test_repeated_launches_take_the_plan_and_stay_correct(full_path):
         np.testing.assert_allclose(y, _ref(x, alpha), rtol=1e-5, atol=1e-6)
     assert len(full_path) <= 2   # the first call, and at most the one that remembered the plan
     for _ in range(2):   # a plan of another signature beside it
-        _axpb[(N // 32,)](x, y, 1.0, BN=32)
+        _axpb[(N // 8,)](x, y, 1.0, BN=8)
     before = len(full_path)
     for alpha in (2.0, -0.5):   # new arrays of the same signature, first seen by the plan
         x2, y2 = _usm_input(rng), _poisoned()
