@@ -477,7 +477,29 @@ def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
         return False
     if _strides(b)[1] != 1 or get_target(current_target()).has_dpas:
         return False
-    return True
+    return M <= GEMV_MAX_M or _row_blocks_win(M, K, a, b, c)
+
+
+#: batches of 9-64 rows take gemv_kernel in row blocks from this K on, and from
+#: _GEMV_BLOCKED_MID_K when they have more than 16 rows and the packed kernels do not apply;
+#: otherwise the tuned or packed GEMM. Each block streams all of b again, which pays when b's
+#: rows are long in K and the GEMM's k loop is the short part. xejit.matmul fp32, GFLOP/s,
+#: blocks / tuned (packed at M = 64 where it applies) / numpy, one process each, 3 interleaved
+#: rounds, quiet VM: 16x1024x128 29 / 60 / 69, 16x2048x256 64 / 109 / 80, 16x4096x512 103 / 132
+#: / 90, 16x1024x1024 93 / 123 / 88, 16x2048x2048 115 / 85 / 88, 16x512x4096 133 / 126 / 112;
+#: 32x1024x128 26 / 43 / 82, 32x2048x256 47 / 55 / 123, 32x4096x512 100 / 55 / 129, 32x1024x1024
+#: 91 / 62 / 125, 32x2048x2048 111 / 32 / 125; 64x1024x128 26 / 52 / 128, 64x4096x512 76 / 154
+#: (packed) / 153, 64x1024x1024 91 / 142 (packed) / 155, 64x2048x2048 96 / 61 (packed) / 145,
+#: 64x512x4096 101 / 71 (packed) / 133.
+_GEMV_BLOCKED_MIN_K = 2048
+_GEMV_BLOCKED_MID_K = 512
+
+
+def _row_blocks_win(M: int, K: int, a: Any, b: Any, c: Any) -> bool:
+    """Whether a batch of more than GEMV_MAX_M rows is faster in gemv_kernel's row blocks."""
+    if K >= _GEMV_BLOCKED_MIN_K:
+        return True
+    return M > 16 and K >= _GEMV_BLOCKED_MID_K and not _packed_applies(a, b, c)
 
 
 class _GemvGeometry(NamedTuple):
@@ -766,17 +788,20 @@ def _gemv_rows(a: Any, b: Any, bias: Any, c: Any, acc: Any, activation: str | No
     _write(c, z)
 
 
-#: float GEMMs take the packed kernels when M*N*K reaches this (2^26: 512^3 and 256x1024x256 in,
-#: 384^3 out). xejit.matmul fp32 on numpy arrays, GFLOP/s, quiet VM, packed / tuned gemm_kernel /
-#: numpy (next process): 512^3 187 / 121 / 191; 256x1024x256 165 / 68 / 103; 1024x1024x128 177 /
-#: 135 / 132; 100x1000x1000 136 / 112 / 99; below 2^26: 384^3 162 / 139 / 196, 128x512x512 89 /
-#: 100 / 169, 1024x128x256 88 / 94 / 105, 256^3 84 / 62 / 172. The cost is a cold first call
+#: float GEMMs take the packed kernels when M*N*K reaches this (2^24: 256^3 in, 200^3 out).
+#: xejit.matmul fp32 on numpy arrays, GFLOP/s, quiet VM, packed / tuned gemm_kernel / numpy (next
+#: process): 512^3 187 / 121 / 191; 256x1024x256 165 / 68 / 103; 1024x1024x128 177 / 135 / 132;
+#: 100x1000x1000 136 / 112 / 99. Since a repeated packed call skips the full path (its recipe),
+#: also below 2^26 (one process each, 3 interleaved rounds): 256^3 141 / 117 / 182, 384^3 176 /
+#: 139 / 205, 128x512x512 152 / 111 / 183, 256x512x256 161 / 100 / 187, 1024x128x256 166 / 147 /
+#: 203; below 2^24 not: 128x128x512 76 / 111 / 162, 96x256x384 108 / 114 / 173, 200^3 84 / 83 /
+#: 153, 512x128x128 109 / 102 / 195. The cost is a cold first call
 #: (empty cache, fresh process), which builds three kernels (pack_b, pack_a, the GEMM) instead of
 #: one: 512^3 0.71-0.80 s against 0.38-0.46 (the warm one 0.06-0.08 s either way). Building them
 #: in threads did not shorten it (the OpenCL CPU driver serializes its builds: pack_a's took 0.61
 #: s wall for 0.16 s of CPU). (Before, on the loaded VM, the cold call took 3.5-5.0 s against 1.7,
 #: so the bound was 2^28.)
-_PACKED_MIN_WORK = 1 << 26
+_PACKED_MIN_WORK = 1 << 24
 
 
 #: operand dtypes the packed kernel takes: the packing widens 16-bit floats to fp32 once

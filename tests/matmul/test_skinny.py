@@ -21,6 +21,15 @@ N, K = 300, 333      # K*N above the skinny threshold; not multiples of BN, BK o
 xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
 
 
+def _k(m: int) -> int:
+    """A K at which m rows take gemv_kernel: K for up to GEMV_MAX_M rows; a batch's row blocks
+    from _GEMV_BLOCKED_MID_K on (more than 16 rows) or _GEMV_BLOCKED_MIN_K (not multiples of
+    the tiles either)."""
+    if m <= xm.GEMV_MAX_M:
+        return K
+    return (xm._GEMV_BLOCKED_MID_K if m > 16 else xm._GEMV_BLOCKED_MIN_K) + 8
+
+
 @pytest.fixture
 def gemv_calls(monkeypatch):
     """The (M, N, K) of every call that took the skinny kernel (a repeated one may replay it)."""
@@ -43,6 +52,7 @@ CASES = [heavy_on_device(m, d, lib, act, core=(m, d) in {(1, "float32"), (8, "fl
 @pytest.mark.parametrize("m,dtype,lib,activation", CASES)
 def test_skinny_gemm_takes_the_gemv_kernel(m, dtype, lib, activation, gemv_calls):
     rng = np.random.default_rng(zlib.crc32(repr((m, dtype, lib, activation)).encode()))
+    K = _k(m)
     a, b = rand(rng, (m, K), dtype, lib), rand(rng, (K, N), dtype, lib)
     rdt = _result_dtype(dtype)
     bias = (rng.integers(-1000, 1000, N).astype(np.int32) if dtype == "int8" else rand(rng, (N,), dtype, lib))
@@ -61,6 +71,7 @@ def test_a_batch_goes_through_the_kernel_in_blocks_of_its_rows(m, gemv_calls, mo
     (two kernel builds for a batch, not one per M), each against float64 with a poisoned out=."""
     launched = spy_gemv_calls(monkeypatch, "_gemv_rows")
     rng = np.random.default_rng(m)
+    K = _k(m)
     a, b = rand(rng, (m, K), "float32"), rand(rng, (K, N), "float32")
     out = poisoned((m, N), "float32", "numpy")
     xejit.matmul(a, b, out=out)
@@ -72,6 +83,33 @@ def test_a_batch_goes_through_the_kernel_in_blocks_of_its_rows(m, gemv_calls, mo
     a65 = rand(rng, (xm._GEMV_BLOCKED_MAX_M + 1, K), "float32")   # past the blocked range: another kernel
     check(xejit.matmul(a65, b), reference(a65, b), "float32")
     assert not launched
+
+
+@requires_device
+@pytest.mark.parametrize("m,k,blocks", [(16, 333, False), (16, 2056, True), (20, 333, False), (20, 520, True),
+                                        (64, 520, True)])
+def test_a_batch_takes_row_blocks_where_they_win(m, k, blocks, gemv_calls):
+    """Batches of 9-64 rows: row blocks of gemv_kernel when K is long (from _GEMV_BLOCKED_MIN_K;
+    from _GEMV_BLOCKED_MID_K with more than 16 rows), the tuned GEMM otherwise (a short K: each
+    block would stream all of b again); results against float64, poisoned out=."""
+    rng = np.random.default_rng(m * k)
+    a, b = rand(rng, (m, k), "float32"), rand(rng, (k, N), "float32")
+    out = poisoned((m, N), "float32", "numpy")
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), "float32")
+    assert gemv_calls == ([(m, N, k)] if blocks else [])
+
+
+@requires_device
+def test_packed_kernels_are_not_split_into_row_blocks(monkeypatch):
+    """64 rows with a K below _GEMV_BLOCKED_MIN_K where the packed kernels apply take them."""
+    seen = []
+    real = xm._packed
+    monkeypatch.setattr(xm, "_packed", lambda a, b, c: seen.append(a.shape) or real(a, b, c))
+    rng = np.random.default_rng(7)
+    a, b = rand(rng, (64, 1024), "float32"), rand(rng, (1024, 512), "float32")
+    check(xejit.matmul(a, b), reference(a, b), "float32")
+    assert seen == [(64, 1024)]
 
 
 @requires_device
@@ -169,6 +207,7 @@ def test_decode_with_a_fresh_activation_each_call(m, dtype, gemv_calls, first_si
     has not seen (the first-sight path, ~0.1 ms a call) -- also when a batch's row blocks of two
     heights alternate (20 rows: 8, 8, 4)."""
     rng = np.random.default_rng(m * 11 + len(dtype))
+    K = _k(m)
     b = rand(rng, (K, N), dtype)
     rdt = _result_dtype(dtype)
     xejit.matmul(rand(rng, (m, K), dtype), b)
