@@ -738,8 +738,9 @@ def _gemv_replay(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> bool:
     when it was for the same ``b`` array (its live zero-copy entry) and an ``a`` of the same shape
     and dtype: ``a`` copied into the staged buffer, the plan launched, the K slices added into
     ``c``; False where that does not apply or the plan is stale (then nothing is written but the
-    staged copy). A decode loop's repeated call: ~10 us of Python less a call than going through
-    :func:`_gemv` (1x2048x2048 fp32: xejit.matmul's host time 25 -> 14 us)."""
+    staged copy). A decode loop's repeated call: ~9 us of Python less a call than going through
+    :func:`_gemv` (host time besides the launch, 2000 calls: 1x2048x2048 fp32 25.6 -> 16.5 us,
+    1x256x256 13.3 -> 8.9)."""
     rec = getattr(_SCRATCH, "gemv_replays", _NO_REPLAYS).get(id(b))
     if rec is None:
         return False
