@@ -466,7 +466,8 @@ _GEMV_BLOCKED_MAX_M = 64
 
 
 def _gemv_applies(a: Any, b: Any, c: Any) -> bool:
-    """A skinny GEMM (M <= GEMV_MAX_M, large row-major b) on a target without DPAS (the CPU
+    """A skinny GEMM (M <= GEMV_MAX_M, or a batch of up to _GEMV_BLOCKED_MAX_M rows where row
+    blocks win: :func:`_row_blocks_win`; a large row-major b) on a target without DPAS (the CPU
     device), with a result the host can write (numpy, torch CPU): the K-split row-streaming
     kernel, whose partial sums the host adds (device results: :func:`_gemv_direct_applies`)."""
     M, K = a.shape
@@ -734,8 +735,8 @@ def _forget_replays() -> None:
 
 
 def _gemv_replay(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> bool:
-    """``c = a @ b`` by this thread's last planned gemv_kernel launch (:func:`_gemv_partials`)
-    when it was for the same ``b`` array (its live zero-copy entry) and an ``a`` of the same shape
+    """``c = a @ b`` by this thread's planned gemv_kernel launch (:func:`_gemv_partials`) kept
+    for this ``b`` array (its live zero-copy entry) and an ``a`` of the same shape
     and dtype: ``a`` copied into the staged buffer, the plan launched, the K slices added into
     ``c``; False where that does not apply or the plan is stale (then nothing is written but the
     staged copy). A decode loop's repeated call: ~9 us of Python less a call than going through

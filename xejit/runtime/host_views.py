@@ -74,7 +74,7 @@ def numpy_view(x: Any) -> Any:
     try:
         torch = sys.modules["torch"]   # (x is a tensor: torch is imported)
         if x.dtype is torch.bfloat16:   # torch has no numpy bfloat16: its bits, as ml_dtypes' bfloat16
-            view = x.detach().view(torch.int16).numpy().view(numpy_dtype("bfloat16"))
+            view = x.detach().view(torch.int16).numpy().view(_BFLOAT16)
         else:
             view = x.detach().numpy()
     except (RuntimeError, TypeError):   # a conjugate or negative view: numpy cannot take it
