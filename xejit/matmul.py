@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .errors import XejitTypeError, XejitValueError
-from . import language as xl, options
+from . import cpu_bf16_gemm, language as xl, options
 from .arguments import is_torch
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
 from .codegen import lower_generic
@@ -868,6 +868,8 @@ def _packed(a: Any, b: Any, c: Any) -> None:
     in registers, c stored once), else the K-blocked gemm_packed_kernel (GotoBLAS-style;
     kernels/gemm.py), which sums into an fp32 ``c`` (for 16-bit results a scratch one, rounded
     into ``c`` by convert_kernel at the end: rounding at every k slice would lose precision)."""
+    if _dot_bf16(a, b, c):
+        return
     M, K = a.shape
     N = b.shape[1]
     cfg = PACKED_CONFIGS[lower_generic.VECTOR_BYTES]
@@ -897,6 +899,21 @@ def _packed(a: Any, b: Any, c: Any) -> None:
                 apt, bp, c32, M, N, K, kp, cfg["MC"], n0, width, kc, BM=bm, BN=bn, BK=cfg["BK"])
     if c32 is not c:
         convert_kernel[(cdiv(M, 8),)](c32, c, N, BR=8, BC=64)
+
+
+def _dot_bf16(a: Any, b: Any, c: Any) -> bool:
+    """``c = a @ b`` by the CPU's bf16 dot products (``xejit.cpu_bf16_gemm``) where the device has
+    them and the operands are bf16 host arrays (numpy, or torch CPU tensors through their views)
+    with unit column strides for ``a`` and ``c``; False (nothing done) otherwise. Against the
+    packed fp32 kernels, which widen bf16 to fp32: 2048^3 ~190 -> ~290 GFLOP/s (torch 370-427;
+    benchmarks/run.py, docs/autotune-and-matmul.md)."""
+    if _dtype_name(a) != "bfloat16" or _dtype_name(b) != "bfloat16" or not cpu_bf16_gemm.available():
+        return False
+    a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
+    if not all(type(x) is np.ndarray for x in (a, b, c)) or a.strides[1] != 2 or c.strides[1] != 2:
+        return False
+    cpu_bf16_gemm.gemm(a, b, c)
+    return True
 
 
 def _k_slice(K: int, kc: int, bk: int) -> int:

@@ -303,3 +303,48 @@ def entry_points(spv: bytes) -> list[str]:
             break
         i += count
     return names
+
+
+_OP_NAME, _OP_DECORATE, _LINKAGE_ATTRIBUTES = 5, 71, 41
+
+
+def _literal(s: str) -> list[int]:
+    raw = s.encode() + b"\0"
+    raw += b"\0" * (-len(raw) % 4)
+    return list(array.array("I", raw))
+
+
+def rename_imports(spv: bytes, names: dict[str, str]) -> bytes:
+    """``spv`` with imported functions renamed (their OpName and LinkageAttributes literals):
+    ``names`` maps the emitted name to the one the driver links against. LLVM's SPIR-V backend
+    emits a declared ``llvm.*`` intrinsic of another target under a mangled name (or not at all),
+    so such a call is declared under a placeholder and renamed here (codegen/cpu_bf16_dot.py).
+
+    >>> from llvmlite import ir
+    >>> m = ir.Module("m"); m.triple = TRIPLE
+    >>> f = ir.Function(m, ir.FunctionType(ir.IntType(32), [ir.IntType(32)]), "placeholder")
+    >>> k = ir.Function(m, ir.FunctionType(ir.VoidType(), [ir.PointerType(addrspace=1)]), "k")
+    >>> k.calling_convention = "spir_kernel"
+    >>> bld = ir.IRBuilder(k.append_basic_block())
+    >>> _ = bld.store(bld.call(f, [ir.IntType(32)(1)]), k.args[0]); _ = bld.ret_void()
+    >>> out = rename_imports(to_spirv(m), {"placeholder": "llvm.x.y"})
+    >>> 'LinkageAttributes "llvm.x.y" Import' in disassemble(out)
+    True
+    """
+    words = array.array("I", spv)
+    out = array.array("I", words[:5])
+    old = {tuple(_literal(k)): _literal(v) for k, v in names.items()}
+    i = 5
+    while i < len(words):
+        count, opcode = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0:
+            raise ValueError("a SPIR-V instruction with a word count of 0")
+        ins = list(words[i:i + count])
+        if opcode == _OP_NAME and tuple(ins[2:]) in old:
+            ins = ins[:2] + old[tuple(ins[2:])]
+        elif opcode == _OP_DECORATE and count > 3 and ins[2] == _LINKAGE_ATTRIBUTES and tuple(ins[3:-1]) in old:
+            ins = ins[:3] + old[tuple(ins[3:-1])] + ins[-1:]
+        ins[0] = (len(ins) << 16) | opcode
+        out.extend(ins)
+        i += count
+    return out.tobytes()

@@ -1,0 +1,185 @@
+"""bf16 GEMMs by the CPU's bf16 dot products (xejit.cpu_bf16_gemm, codegen/cpu_bf16_dot.py):
+results against float64 references with poisoned outputs, every edge of the blocking (rows past
+a multiple of MR, columns past a panel, odd K, K = 1, strided and column-major operands), the
+route ``xejit.matmul`` takes, and what happens where the instruction or the driver's support is
+missing. The kernels' tests skip, saying why, on a CPU without AVX512_BF16."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import xejit
+from xejit import cpu_bf16_gemm
+from xejit.codegen import cpu_bf16_dot, spirv
+from xejit.errors import BuildError
+from tests.matmul.backend import requires_device
+from tests.matmul.helpers import check, poisoned, rand, reference
+
+xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
+BF16 = cpu_bf16_dot.INTRINSIC
+
+
+@pytest.fixture
+def dot_kernels():
+    """Skip unless the default device runs the bf16 dot-product kernels."""
+    if not cpu_bf16_gemm.available():
+        pytest.skip("the CPU device here has no bf16 dot products (AVX512_BF16) or its driver does not resolve them")
+
+
+@pytest.fixture
+def dot_calls(monkeypatch):
+    seen = []
+    real = cpu_bf16_gemm.gemm
+    monkeypatch.setattr(cpu_bf16_gemm, "gemm", lambda a, b, c: seen.append((a.shape, b.shape)) or real(a, b, c))
+    monkeypatch.setattr(xm, "_PACKED_MIN_WORK", 64 ** 3)
+    monkeypatch.setattr(xm, "_RECIPES", {})   # (choices made under the lowered threshold end here)
+    return seen
+
+
+def _bf16(rng, shape, layout="C"):
+    """Random non-zero bf16 values as a numpy array (ml_dtypes) of the given memory layout."""
+    import ml_dtypes
+    x = (rng.standard_normal(shape) + 0.1).astype(ml_dtypes.bfloat16)
+    return np.asfortranarray(x) if layout == "F" else x
+
+
+def _check(c, a, b):
+    check(c.astype(np.float32), a.astype(np.float64) @ b.astype(np.float64), "bfloat16")
+
+
+def test_the_modules_call_the_intrinsic_by_name_and_pass_spirv_val():
+    """The placeholder import is renamed to the intrinsic in the SPIR-V (OpName and the linkage
+    literal), nothing else named after it is left, and every module is valid."""
+    for name in cpu_bf16_dot.MODULES:
+        spv = cpu_bf16_dot.spirv_module(name)
+        spirv.validate(spv)
+        text = spirv.disassemble(spv)
+        if name != "dot_bf16_pack_b":   # (the packing calls nothing)
+            assert f'LinkageAttributes "{BF16}" Import' in text, name
+        assert cpu_bf16_dot._PLACEHOLDER not in text, name
+        assert spirv.entry_points(spv) == [name]
+
+
+def test_rename_imports_leaves_other_names_and_rewrites_word_counts():
+    spv = cpu_bf16_dot.spirv_module("dot_bf16_probe")
+    back = spirv.rename_imports(spv, {BF16: cpu_bf16_dot._PLACEHOLDER})
+    assert spirv.rename_imports(back, {cpu_bf16_dot._PLACEHOLDER: BF16}) == spv
+    assert len(back) < len(spv)   # a shorter literal: fewer words, the counts rewritten
+    spirv.validate(back)
+    assert spirv.rename_imports(spv, {"no such name": "x"}) == spv
+
+
+@requires_device
+@pytest.mark.parametrize("M,N,K,a_layout,b_layout,lib", [
+    (100, 90, 270, "C", "C", "numpy"),     # rows past a multiple of MR, columns past a panel
+    (67, 130, 301, "C", "F", "numpy"),     # an odd K; a column-major b takes the element packing
+    (64, 256, 64, "strided", "C", "torch"),   # a's rows longer than K; whole panels; torch tensors
+])
+def test_bf16_gemms_take_the_dot_kernels(M, N, K, a_layout, b_layout, lib, dot_kernels, dot_calls):
+    rng = np.random.default_rng(M + N + K)
+    a = _bf16(rng, (M, K + 7))[:, 3:K + 3] if a_layout == "strided" else _bf16(rng, (M, K), a_layout)
+    b = _bf16(rng, (K, N), b_layout)
+    a0, b0 = a.copy(), b.copy()
+    if lib == "torch":
+        import torch
+        a, b = (torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16) for x in (a, b))
+    out = poisoned((M, N), "bfloat16", lib) if lib == "torch" else np.full((M, N), np.nan, a0.dtype)
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b) if lib == "torch" else a0.astype(np.float64) @ b0.astype(np.float64), "bfloat16")
+    assert dot_calls and dot_calls[0] == ((M, K), (K, N))
+    if lib == "numpy":
+        np.testing.assert_array_equal(a.view(np.uint16), a0.view(np.uint16))   # operands not written
+        np.testing.assert_array_equal(b.view(np.uint16), b0.view(np.uint16))
+        _check(xejit.matmul(a, b), a0, b0)   # the repeated call (the packed recipe), the scratch reused
+
+
+@requires_device
+@pytest.mark.parametrize("M,N,K", [(1, 1, 1), (7, 65, 1), (6, 64, 2), (13, 17, 3), (1, 200, 1000)])
+def test_gemm_at_the_edges(M, N, K, dot_kernels):
+    """Directly (no size threshold): K = 1 is only the odd tail, one pair, one row past MR, a
+    partial panel's per-element stores."""
+    rng = np.random.default_rng(M * 31 + N + K)
+    a, b = _bf16(rng, (M, K)), _bf16(rng, (K, N))
+    c = np.full((M, N), np.nan, a.dtype)
+    cpu_bf16_gemm.gemm(a, b, c)
+    _check(c, a, b)
+
+
+@requires_device
+@settings(max_examples=12, deadline=None)
+@given(M=st.integers(1, 40), N=st.integers(1, 150), K=st.integers(1, 90), b_layout=st.sampled_from("CF"),
+       seed=st.integers(0, 2 ** 16))
+def test_gemm_matches_float64(M, N, K, b_layout, seed):
+    if not cpu_bf16_gemm.available():
+        pytest.skip("no bf16 dot products on this CPU device")
+    rng = np.random.default_rng(seed)
+    a, b = _bf16(rng, (M, K)), _bf16(rng, (K, N), b_layout)
+    c = np.full((M + 2, N), np.nan, a.dtype)
+    cpu_bf16_gemm.gemm(a, b, c[1:M + 1])
+    _check(c[1:M + 1], a, b)
+    assert np.isnan(c[0].astype(np.float32)).all() and np.isnan(c[M + 1].astype(np.float32)).all()   # no row past c
+
+
+def test_gemm_rejects_what_it_cannot_take():
+    import ml_dtypes
+    a, b = np.ones((8, 8), ml_dtypes.bfloat16), np.ones((8, 8), ml_dtypes.bfloat16)
+    with pytest.raises(ValueError, match="unit column strides"):
+        cpu_bf16_gemm.gemm(np.asfortranarray(a), b, np.empty((8, 8), a.dtype))
+    with pytest.raises(ValueError, match="matching shapes"):
+        cpu_bf16_gemm.gemm(a, b, np.empty((8, 9), a.dtype))
+
+
+@requires_device
+def test_without_the_dot_kernels_bf16_takes_the_fp32_packed_kernels(monkeypatch, dot_calls):
+    """Where the CPU has no bf16 dot products (here: the switch off), the packed kernels widen
+    bf16 to fp32 as before; the result is the same within the bf16 tolerance."""
+    from xejit.runtime.device import default_device
+    monkeypatch.setattr(cpu_bf16_gemm, "_AVAILABLE", {default_device().filter_string: False})
+    rng = np.random.default_rng(5)
+    import torch
+    a, b = rand(rng, (100, 130), "bfloat16", "torch"), rand(rng, (130, 90), "bfloat16", "torch")
+    out = poisoned((100, 90), "bfloat16", "torch")
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), "bfloat16")
+    assert dot_calls == []
+    assert isinstance(out, torch.Tensor)
+
+
+def test_the_switch_and_a_foreign_target_arch_turn_the_dot_kernels_off(monkeypatch):
+    monkeypatch.setenv("XEJIT_CPU_BF16_DOT", "0")
+    assert not cpu_bf16_dot.cpu_has_bf16_dot()
+    monkeypatch.setenv("XEJIT_CPU_BF16_DOT", "1")
+    monkeypatch.setenv("CL_CONFIG_CPU_TARGET_ARCH", "corei7-avx")   # code built for another CPU
+    assert not cpu_bf16_dot.cpu_has_bf16_dot()
+
+
+@requires_device
+def test_a_driver_that_does_not_resolve_the_intrinsic_is_not_used(monkeypatch):
+    """The probe's build failing (a driver without the intrinsic) or its result wrong means not
+    available: bf16 GEMMs keep the fp32 kernels rather than fail."""
+    def fails(*args):
+        raise BuildError("the driver could not build the program")
+    monkeypatch.setattr(cpu_bf16_gemm, "_launch", fails)
+    assert cpu_bf16_gemm._probe() is False
+    monkeypatch.setattr(cpu_bf16_gemm, "_launch", lambda *args: None)   # runs, but leaves c as it was
+    assert cpu_bf16_gemm._probe() is False
+
+
+@requires_device
+@pytest.mark.parametrize("K", [64, 33])
+def test_results_are_rounded_to_nearest_even(K, dot_kernels):
+    """Small integers: every sum is exact in fp32, so the result's bits are the nearest-even
+    bf16 of the exact product (sums above 256 need rounding: ties included)."""
+    import ml_dtypes
+    from xejit.ir.core import f32_to_bf16_bits
+    rng = np.random.default_rng(K)
+    a = rng.integers(1, 16, (30, K)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-6, 16, (K, 70)).astype(ml_dtypes.bfloat16)
+    exact = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    assert (np.abs(exact) > 256).mean() > 0.5   # (enough sums that bf16 cannot hold exactly)
+    c = np.full((30, 70), np.nan, a.dtype)
+    cpu_bf16_gemm.gemm(a, b, c)
+    np.testing.assert_array_equal(c.view(np.uint16), f32_to_bf16_bits(exact))

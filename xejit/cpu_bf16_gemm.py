@@ -1,0 +1,111 @@
+"""bf16 GEMMs on the CPU device with the CPU's bf16 dot products (codegen/cpu_bf16_dot.py).
+
+:func:`available` says whether this process's CPU device can run them: the CPU has AVX512_BF16
+and a one-instruction probe kernel built by the driver returns the exact dot products (checked
+once per process; the probe's build is cached on disk like every program). :func:`gemm` packs B
+into VNNI panels and runs the kernel; ``xejit.matmul`` takes it for bf16 GEMMs of the packed
+kernels' sizes (matmul._packed_applies) where it is available.
+
+Example:
+    >>> import numpy as np, ml_dtypes
+    >>> a = np.ones((64, 64), ml_dtypes.bfloat16); b = np.ones((64, 64), ml_dtypes.bfloat16)
+    >>> c = np.empty((64, 64), ml_dtypes.bfloat16)
+    >>> if available():
+    ...     gemm(a, b, c)
+    ... else:
+    ...     c[...] = 64
+    >>> float(c[0, 0])
+    64.0
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .codegen import cpu_bf16_dot as dot
+from .errors import BuildError, LaunchError
+from .runtime import usm
+from .runtime.device import default_device
+from .runtime.opencl_launch import DirectLaunch
+from .runtime.program import build_program
+
+_lock = threading.Lock()
+_AVAILABLE: dict = {}
+_SCRATCH = threading.local()
+_LAUNCHES: dict = {}
+
+
+def _launch(name: str, grid: tuple[int, ...], *args: int) -> None:
+    """Run kernel ``name`` on ``grid`` work-groups of one work-item, its arguments (addresses and
+    sizes) as 64-bit integers, through OpenCL directly (runtime/opencl_launch.py)."""
+    device = default_device()
+    key = (name, device.filter_string)
+    launch = _LAUNCHES.get(key)
+    if launch is None:
+        prog = build_program(dot.spirv_module(name), device)
+        if prog.direct is None:
+            raise LaunchError(f"{name}: the device's program has no OpenCL handle for a direct launch")
+        launch = _LAUNCHES[key] = DirectLaunch(prog.direct, name, [None] * len(args))
+    k = launch.kernel()
+    for slot, v in enumerate(args):
+        if k.last[slot] != v:
+            k.set(slot, ctypes.c_int64(v), v)
+    size = (ctypes.c_size_t * len(grid))(*grid)
+    launch.run(k, len(grid), size, (ctypes.c_size_t * len(grid))(*([1] * len(grid))))
+
+
+def available() -> bool:
+    """Whether the default device is the CPU device, reads host memory, and its driver runs the
+    bf16 dot-product kernels here (module docstring); False on a GPU, with an emulated GPU
+    target, or where the CPU lacks the instruction."""
+    device = default_device()
+    key = device.filter_string
+    with _lock:
+        if key in _AVAILABLE:
+            return _AVAILABLE[key]
+    ok = (device.sycl_device.is_cpu and device.target == "generic" and device.system_memory
+          and dot.cpu_has_bf16_dot() and _probe())
+    with _lock:
+        _AVAILABLE[key] = ok
+    return ok
+
+
+def _probe() -> bool:
+    """Run the probe kernel on pairs whose dot products are exact in fp32."""
+    rng = np.random.default_rng(7)
+    a = rng.integers(-8, 8, 32).astype(np.float32)
+    b = rng.integers(-8, 8, 32).astype(np.float32)
+    c = rng.integers(-64, 64, 16).astype(np.float32)
+    want = c + (a * b).reshape(16, 2).sum(1)
+    abits, bbits = ((x.view(np.uint32) >> 16).astype(np.uint16) for x in (a, b))   # exact: small integers
+    try:
+        _launch("dot_bf16_probe", (1,), c.ctypes.data, abits.ctypes.data, bbits.ctypes.data)
+    except (BuildError, LaunchError):   # a driver that does not resolve the intrinsic
+        return False
+    return bool(np.array_equal(c, want))
+
+
+def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """``c = a @ b`` for 2D bf16 numpy arrays in host-visible memory, ``a`` and ``c`` with unit
+    column strides, ``c`` not overlapping ``a`` or ``b``; sums in fp32, ``c`` rounded to bf16
+    (nearest-even). Call only where :func:`available`."""
+    M, K = a.shape
+    N = b.shape[1]
+    if a.strides[1] != 2 or c.strides[1] != 2 or c.shape != (M, N) or b.shape[0] != K:
+        raise ValueError(f"cpu_bf16_gemm.gemm: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
+                         f"{a.strides}, {c.strides}: needs matching shapes and unit column strides")
+    if M == 0 or N == 0:
+        return
+    kp2 = (K + 1) // 2
+    panels = -(-N // dot.NR)
+    words = panels * kp2 * dot.NR
+    bp = getattr(_SCRATCH, "bp", None)
+    if bp is None or bp.size < words:
+        bp = _SCRATCH.bp = usm.empty((max(words, 16),), np.uint32)
+    ldk, ldn = (s // 2 for s in b.strides)
+    _launch("dot_bf16_pack_b", (panels * dot.NG, -(-kp2 // dot.PACK_PAIRS)), b.ctypes.data, bp.ctypes.data,
+            K, N, ldk, ldn)
+    _launch("dot_bf16_gemm", (-(-M // dot.MR), panels), a.ctypes.data, bp.ctypes.data, c.ctypes.data,
+            M, N, K, a.strides[0] // 2, c.strides[0] // 2)
