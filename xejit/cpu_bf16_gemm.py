@@ -105,7 +105,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     if bp is None or bp.size < words:
         bp = _SCRATCH.bp = usm.empty((max(words, 16),), np.uint32)
     ldk, ldn = (s // 2 for s in b.strides)
-    _launch("dot_bf16_pack_b", (panels * dot.NG, -(-kp2 // dot.PACK_PAIRS)), b.ctypes.data, bp.ctypes.data,
+    _launch("dot_bf16_pack_b", (panels, -(-kp2 // dot.PACK_PAIRS)), b.ctypes.data, bp.ctypes.data,
             K, N, ldk, ldn)
     _launch("dot_bf16_gemm", (-(-M // dot.MR), panels), a.ctypes.data, bp.ctypes.data, c.ctypes.data,
             M, N, K, a.strides[0] // 2, c.strides[0] // 2)

@@ -419,6 +419,10 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
     if _gemv_direct_applies(a2, b2, bias, c2, acc, activation):
         _gemv_direct(a2, b2, c2, acc)
         return
+    if bias is None and activation is None and _dot_bf16_applies(a2, b2, c2) and _dot_bf16(a2, b2, c2):
+        if recipe is not None:
+            _remember(recipe, ("packed", tuple(c2.shape), c2.dtype))
+        return
     if _gemv_applies(a2, b2, c2):
         _gemv(a2, b2, bias, c2, acc, activation)
         if recipe is not None and bias is None:
@@ -899,6 +903,22 @@ def _packed(a: Any, b: Any, c: Any) -> None:
                 apt, bp, c32, M, N, K, kp, cfg["MC"], n0, width, kc, BM=bm, BN=bn, BK=cfg["BK"])
     if c32 is not c:
         convert_kernel[(cdiv(M, 8),)](c32, c, N, BR=8, BC=64)
+
+
+def _dot_bf16_applies(a: Any, b: Any, c: Any) -> bool:
+    """A bf16 GEMM of more than GEMV_MAX_M rows (the skinny kernel streams b for fewer) into a
+    host-visible bf16 result, of any size, where the CPU device has bf16 dot products: the
+    kernels of :func:`_dot_bf16` are faster than the tuned GEMM and the packed fp32 kernels at
+    every size measured, from 128x128x512 (xejit.matmul, torch CPU tensors, quiet VM, µs a
+    call: 238 tuned -> ~100) to 2048^3 (86 -> 40 ms), and than the skinny kernel's row blocks
+    for batches (32x2048x2048 4.2 -> 1.7 ms; torch 5.3), and need no autotuning."""
+    if a.shape[0] <= GEMV_MAX_M or _interpreting() or _is_usm(c):
+        return False
+    if _dtype_name(a) != "bfloat16" or _dtype_name(b) != "bfloat16" or _dtype_name(c) != "bfloat16":
+        return False
+    if _is_torch(c) and c.device.type != "cpu":
+        return False
+    return not get_target(current_target()).has_dpas and cpu_bf16_gemm.available()
 
 
 def _dot_bf16(a: Any, b: Any, c: Any) -> bool:
