@@ -26,7 +26,7 @@ import numpy as np
 
 from .codegen import cpu_bf16_dot as dot
 from .errors import BuildError, LaunchError
-from .runtime import usm
+from .runtime import cpu_threads, usm
 from .runtime.device import default_device
 from .runtime.opencl_launch import DirectLaunch
 from .runtime.program import build_program
@@ -37,9 +37,8 @@ _SCRATCH = threading.local()
 _LAUNCHES: dict = {}
 
 
-def _launch(name: str, grid: tuple[int, ...], *args: int) -> None:
-    """Run kernel ``name`` on ``grid`` work-groups of one work-item, its arguments (addresses and
-    sizes) as 64-bit integers, through OpenCL directly (runtime/opencl_launch.py)."""
+def _direct(name: str) -> DirectLaunch:
+    """Kernel ``name``'s direct launch on the default device (built once per process and device)."""
     device = default_device()
     key = (name, device.filter_string)
     launch = _LAUNCHES.get(key)
@@ -47,13 +46,35 @@ def _launch(name: str, grid: tuple[int, ...], *args: int) -> None:
         prog = build_program(dot.spirv_module(name), device)
         if prog.direct is None:
             raise LaunchError(f"{name}: the device's program has no OpenCL handle for a direct launch")
-        launch = _LAUNCHES[key] = DirectLaunch(prog.direct, name, [None] * len(args))
+        launch = _LAUNCHES[key] = DirectLaunch(prog.direct, name, [None] * _ARGS[name])
+    return launch
+
+
+#: the kernels' argument counts
+_ARGS = {"dot_bf16_gemm": 8, "dot_bf16_pack_b": 6, "dot_bf16_probe": 3}
+
+
+def _run(launch: DirectLaunch, grid, ones, args: tuple) -> None:
+    """Run ``launch`` on ``grid`` (a ctypes size array) work-groups of one work-item, its
+    arguments (addresses and sizes) as 64-bit integers, through OpenCL directly
+    (runtime/opencl_launch.py), keeping the runtime's workers off this thread's core as every
+    launch does (runtime/cpu_threads.py)."""
     k = launch.kernel()
+    last = k.last
     for slot, v in enumerate(args):
-        if k.last[slot] != v:
+        if last[slot] != v:
             k.set(slot, ctypes.c_int64(v), v)
-    size = (ctypes.c_size_t * len(grid))(*grid)
-    launch.run(k, len(grid), size, (ctypes.c_size_t * len(grid))(*([1] * len(grid))))
+    if cpu_threads._on_cpu:
+        cpu_threads.before_launch()
+    launch.run(k, len(grid), grid, ones)
+    if cpu_threads._countdown:
+        cpu_threads.after_launch()
+
+
+def _launch(name: str, grid: tuple[int, ...], *args: int) -> None:
+    """:func:`_run` kernel ``name`` on ``grid``."""
+    n = len(grid)
+    _run(_direct(name), (ctypes.c_size_t * n)(*grid), (ctypes.c_size_t * n)(*([1] * n)), args)
 
 
 def available() -> bool:
@@ -91,21 +112,44 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """``c = a @ b`` for 2D bf16 numpy arrays in host-visible memory, ``a`` and ``c`` with unit
     column strides, ``c`` not overlapping ``a`` or ``b``; sums in fp32, ``c`` rounded to bf16
     (nearest-even). Call only where :func:`available`."""
+    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides)
+    plans = getattr(_SCRATCH, "plans", None)
+    if plans is None:
+        plans = _SCRATCH.plans = {}
+    plan = plans.get(key)
+    if plan is None or plan[0] is not default_device():
+        plan = _plan(a, b, c)
+        if len(plans) >= 16:
+            plans.clear()
+        plans[key] = plan
+    device, pack, pack_grid, pack_args, mm, mm_grid, mm_args, bp, ones = plan
+    if mm_grid is None:
+        return
+    # (the addresses as the array interface gives them: .ctypes builds an object per access)
+    pa, pb, pc = a.__array_interface__["data"][0], b.__array_interface__["data"][0], c.__array_interface__["data"][0]
+    _run(pack, pack_grid, ones, (pb, bp) + pack_args)
+    _run(mm, mm_grid, ones, (pa, bp, pc) + mm_args)
+
+
+def _plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple:
+    """What :func:`gemm` launches for these shapes and strides, its checks made once."""
     M, K = a.shape
     N = b.shape[1]
     if a.strides[1] != 2 or c.strides[1] != 2 or c.shape != (M, N) or b.shape[0] != K:
         raise ValueError(f"cpu_bf16_gemm.gemm: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
                          f"{a.strides}, {c.strides}: needs matching shapes and unit column strides")
+    device = default_device()
+    ones = (ctypes.c_size_t * 2)(1, 1)
     if M == 0 or N == 0:
-        return
+        return (device, None, None, None, None, None, None, None, ones)
     kp2 = (K + 1) // 2
     panels = -(-N // dot.NR)
     words = panels * kp2 * dot.NR
     bp = getattr(_SCRATCH, "bp", None)
     if bp is None or bp.size < words:
         bp = _SCRATCH.bp = usm.empty((max(words, 16),), np.uint32)
+        _SCRATCH.plans = {}   # (they hold the old buffer's address)
     ldk, ldn = (s // 2 for s in b.strides)
-    _launch("dot_bf16_pack_b", (panels, -(-kp2 // dot.PACK_PAIRS)), b.ctypes.data, bp.ctypes.data,
-            K, N, ldk, ldn)
-    _launch("dot_bf16_gemm", (-(-M // dot.MR), panels), a.ctypes.data, bp.ctypes.data, c.ctypes.data,
-            M, N, K, a.strides[0] // 2, c.strides[0] // 2)
+    return (device, _direct("dot_bf16_pack_b"), (ctypes.c_size_t * 2)(panels, -(-kp2 // dot.PACK_PAIRS)),
+            (K, N, ldk, ldn), _direct("dot_bf16_gemm"), (ctypes.c_size_t * 2)(-(-M // dot.MR), panels),
+            (M, N, K, a.strides[0] // 2, c.strides[0] // 2), bp.ctypes.data, ones)
