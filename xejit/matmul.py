@@ -42,7 +42,7 @@ from .errors import XejitTypeError, XejitValueError
 from . import cpu_bf16_gemm, language as xl, options
 from .arguments import is_torch
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
-from .codegen import lower_generic
+from .codegen import cpu_bf16_dot, lower_generic
 from .codegen.passes.pipelining import PREFETCH_WAR_READS
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits, numpy_dtype
@@ -905,15 +905,29 @@ def _packed(a: Any, b: Any, c: Any) -> None:
         convert_kernel[(cdiv(M, 8),)](c32, c, N, BR=8, BC=64)
 
 
+#: bf16 GEMMs of at least this many rows take the bf16 dot-product kernels where the CPU device
+#: has them (:func:`_dot_bf16_applies`). Against the skinny kernel, b row-major and read in place
+#: (dot_bf16_gemm_rows), µs a call, one process, quiet VM, M x (2048x2048 / 4096x1024 /
+#: 1024x4096): M=1 221 / 355 / 339 skinny against 378 / 663 / 375; M=2 274 / 294 / 284 against
+#: 400 / 420 / 343; M=3 514 / 408 / 466 against 471 / 379 / 372; M=8 847 / 978 / 742 against
+#: 432 / 391 / 351.
+_DOT_BF16_MIN_M = 3
+
+
 def _dot_bf16_applies(a: Any, b: Any, c: Any) -> bool:
-    """A bf16 GEMM of more than GEMV_MAX_M rows (the skinny kernel streams b for fewer) into a
-    host-visible bf16 result, of any size, where the CPU device has bf16 dot products: the
-    kernels of :func:`_dot_bf16` are faster than the tuned GEMM and the packed fp32 kernels at
-    every size measured, from 128x128x512 (xejit.matmul, torch CPU tensors, quiet VM, µs a
-    call: 238 tuned -> ~100) to 2048^3 (86 -> 40 ms), and than the skinny kernel's row blocks
-    for batches (32x2048x2048 4.2 -> 1.7 ms; torch 5.3), and need no autotuning."""
-    if a.shape[0] <= GEMV_MAX_M or _interpreting() or _is_usm(c):
+    """A bf16 GEMM of _DOT_BF16_MIN_M or more rows (up to GEMV_MAX_M only with a row-major b
+    whose N is a multiple of the in-place kernel's panel) into a host-visible bf16 result, of
+    any size, where the CPU device has bf16 dot products: the kernels of :func:`_dot_bf16` are
+    faster than the tuned GEMM and the packed fp32 kernels at every size measured, from
+    128x128x512 (xejit.matmul, torch CPU tensors, quiet VM, µs a call: 238 tuned -> ~100) to
+    2048^3 (86 -> 40 ms), than the skinny kernel's row blocks for batches (32x2048x2048 4.2 ->
+    1.1-1.7 ms; torch 5.3) and than the skinny kernel from 3 rows (_DOT_BF16_MIN_M); and they
+    need no autotuning."""
+    M = a.shape[0]
+    if M < _DOT_BF16_MIN_M or _interpreting() or _is_usm(c):
         return False
+    if M <= GEMV_MAX_M and (_strides(b)[1] != 1 or b.shape[1] % cpu_bf16_dot.ROWS_NR):
+        return False   # (packing b would cost more than the skinny kernel's call)
     if _dtype_name(a) != "bfloat16" or _dtype_name(b) != "bfloat16" or _dtype_name(c) != "bfloat16":
         return False
     if _is_torch(c) and c.device.type != "cpu":

@@ -96,16 +96,64 @@ def test_bf16_gemms_take_the_dot_kernels(M, N, K, a_layout, b_layout, lib, dot_k
         _check(xejit.matmul(a, b), a0, b0)   # the repeated call (the packed recipe), the scratch reused
 
 
+@pytest.fixture
+def launched(monkeypatch):
+    """The names of the kernels cpu_bf16_gemm runs."""
+    seen = []
+    real = cpu_bf16_gemm._run
+    monkeypatch.setattr(cpu_bf16_gemm, "_run", lambda launch, *args: seen.append(launch.name) or real(launch, *args))
+    monkeypatch.setattr(cpu_bf16_gemm._SCRATCH, "plans", {})
+    return seen
+
+
+PACKED = ["dot_bf16_pack_b", "dot_bf16_gemm"]
+ROWS = ["dot_bf16_gemm_rows"]
+
+
 @requires_device
-@pytest.mark.parametrize("M,N,K", [(1, 1, 1), (7, 65, 1), (6, 64, 2), (13, 17, 3), (1, 200, 1000)])
-def test_gemm_at_the_edges(M, N, K, dot_kernels):
-    """Directly (no size threshold): K = 1 is only the odd tail, one pair, one row past MR, a
-    partial panel's per-element stores."""
+@pytest.mark.parametrize("M,N,K,b_cols,kernels", [
+    (1, 1, 1, None, PACKED),      # K = 1: only the odd tail; a partial panel's per-element stores
+    (7, 65, 1, None, PACKED),
+    (65, 64, 2, None, PACKED),    # one pair; a row past MR; above ROWS_MAX_M rows
+    (13, 17, 3, None, PACKED),
+    (1, 200, 1000, None, PACKED),
+    (6, 64, 2, None, ROWS),       # b in place: one pair
+    (3, 32, 1, None, ROWS),       # in place, K = 1 (the single-row pair)
+    (9, 96, 37, 130, ROWS),       # in place, odd K, b's rows longer than N (a column slice)
+    (64, 32, 300, None, ROWS),    # ROWS_MAX_M rows
+])
+def test_gemm_at_the_edges(M, N, K, b_cols, kernels, dot_kernels, launched):
+    """Directly (no size threshold), both ways: B packed, or (at most ROWS_MAX_M rows, a
+    row-major B whose N is a multiple of ROWS_NR) read in place."""
     rng = np.random.default_rng(M * 31 + N + K)
-    a, b = _bf16(rng, (M, K)), _bf16(rng, (K, N))
+    a = _bf16(rng, (M, K))
+    b = _bf16(rng, (K, b_cols))[:, 5:5 + N] if b_cols else _bf16(rng, (K, N))
     c = np.full((M, N), np.nan, a.dtype)
     cpu_bf16_gemm.gemm(a, b, c)
     _check(c, a, b)
+    assert launched == kernels
+
+
+@requires_device
+@pytest.mark.parametrize("M,b_layout,route", [(2, "C", "skinny"), (3, "C", "dot"), (8, "C", "dot"),
+                                              (8, "F", "tuned"), (9, "F", "dot")])
+def test_few_rows_take_the_dot_kernels_only_where_b_is_read_in_place(M, b_layout, route, dot_kernels, dot_calls,
+                                                                    monkeypatch):
+    """From _DOT_BF16_MIN_M rows; up to GEMV_MAX_M only with a row-major b (packing b would cost
+    more than the skinny kernel; a column-major b there takes the tuned GEMM, as before),
+    results against float64 either way."""
+    import torch
+    from tests.matmul.helpers import spy_gemv_calls
+    gemv = spy_gemv_calls(monkeypatch, "_gemv")
+    rng = np.random.default_rng(M)
+    a, b = rand(rng, (M, 1024), "bfloat16", "torch"), rand(rng, (1024, 256), "bfloat16", "torch")
+    if b_layout == "F":
+        b = b.t().contiguous().t()
+    out = poisoned((M, 256), "bfloat16", "torch")
+    xejit.matmul(a, b, out=out)
+    check(out, reference(a, b), "bfloat16")
+    assert (len(dot_calls), len(gemv)) == {"dot": (1, 0), "skinny": (0, 1), "tuned": (0, 0)}[route], (dot_calls, gemv)
+    assert isinstance(out, torch.Tensor)
 
 
 @requires_device
@@ -170,7 +218,7 @@ def test_a_driver_that_does_not_resolve_the_intrinsic_is_not_used(monkeypatch):
 
 @requires_device
 @pytest.mark.parametrize("K", [64, 33])
-def test_results_are_rounded_to_nearest_even(K, dot_kernels):
+def test_results_are_rounded_to_nearest_even(K, dot_kernels, monkeypatch):
     """Small integers: every sum is exact in fp32, so the result's bits are the nearest-even
     bf16 of the exact product (sums above 256 need rounding: ties included)."""
     import ml_dtypes
@@ -180,6 +228,12 @@ def test_results_are_rounded_to_nearest_even(K, dot_kernels):
     b = rng.integers(-6, 16, (K, 70)).astype(ml_dtypes.bfloat16)
     exact = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
     assert (np.abs(exact) > 256).mean() > 0.5   # (enough sums that bf16 cannot hold exactly)
+    for rows in (0, 64):   # B packed, and read in place (N a multiple of ROWS_NR)
+        cpu_bf16_gemm._SCRATCH.plans = {}
+        monkeypatch.setattr(cpu_bf16_gemm, "ROWS_MAX_M", rows)
+        c = np.full((30, 64), np.nan, a.dtype)
+        cpu_bf16_gemm.gemm(a, b[:, :64], c)
+        np.testing.assert_array_equal(c.view(np.uint16), f32_to_bf16_bits(exact[:, :64]))
     c = np.full((30, 70), np.nan, a.dtype)
     cpu_bf16_gemm.gemm(a, b, c)
     np.testing.assert_array_equal(c.view(np.uint16), f32_to_bf16_bits(exact))

@@ -46,6 +46,8 @@ INTRINSIC = "llvm.x86.avx512bf16.dpbf16ps.512"
 #: 14x32 325 (spills), 6x64 382 (torch's bf16 GEMM 370-427 in the benchmark).
 MR, NG = 6, 4
 NR = 16 * NG
+#: dot_bf16_gemm_rows' rows and columns per work-item (16 accumulators: a batch of up to 8 rows)
+ROWS_MR, ROWS_NR = 8, 32
 #: pairs of k a pack_b work-item packs
 PACK_PAIRS = 32
 
@@ -87,23 +89,52 @@ def _round_bf16(b: ir.IRBuilder, acc: ir.Value) -> ir.Value:
     return b.trunc(r, VI16)
 
 
-def gemm_module() -> ir.Module:
-    """``dot_bf16_gemm(a, bp, c, M, N, K, lda, ldc)`` (a, bp, c addresses): C[M, N] (bf16 bits, row pitch ldc) =
-    A[M, K] (bf16 bits, row pitch lda) @ B packed by ``dot_bf16_pack_b``. Work-group (i, p) of
-    one work-item: rows i*MR .. i*MR+MR (rows past M read row M-1 and are not stored), panel p."""
-    m = bi.new_module("dot_bf16_gemm")
-    fn = bi.kernel(m, "dot_bf16_gemm", [I64] * 8)
+def gemm_module(packed: bool = True) -> ir.Module:
+    """``dot_bf16_gemm(a, bp, c, M, N, K, lda, ldc, ldb)`` (a, bp, c addresses): C[M, N] (bf16
+    bits, row pitch ldc) = A[M, K] (bf16 bits, row pitch lda) @ B packed by ``dot_bf16_pack_b``.
+    Work-group (i, p) of one work-item: rows i*MR .. i*MR+MR (rows past M read row M-1 and are
+    not stored), panel p. ``packed=False`` gives ``dot_bf16_gemm_rows``: ``bp`` is B itself,
+    row-major with row pitch ldb and N a multiple of ROWS_NR, MR x ROWS_NR blocks, each pair
+    word made from two rows as the packing makes it (for few rows of A, where packing B would
+    cost more than the GEMM)."""
+    name = "dot_bf16_gemm" if packed else "dot_bf16_gemm_rows"
+    mr, ng = (MR, NG) if packed else (ROWS_MR, ROWS_NR // 16)
+    nr = 16 * ng
+    m = bi.new_module(name)
+    fn = bi.kernel(m, name, [I64] * 9)
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
-    a, bp, c, M, N, K, lda, ldc = _pointers(b, fn.args, 3)
+    a, bp, c, M, N, K, lda, ldc, ldb = _pointers(b, fn.args, 3)
     dot = _dot_fn(m)
-    i0 = b.mul(bi.group_id(b, 0), I64(MR))
+
+    def words(b, kk, single=False):
+        """B's pair words for pair ``kk`` of this panel, one vector per 16 columns (``single``:
+        row 2kk only, the high halves zero: an odd K's last k)."""
+        if packed:
+            wb = b.add(panel, b.mul(kk, I64(nr)))
+            out = [b.load(b.gep(bp, [b.add(wb, I64(16 * g))], source_etype=bi.I32), typ=VI32) for g in range(ng)]
+            for inst in out:
+                inst.align = 64
+            return out
+        r0 = b.add(b.mul(b.shl(kk, I64(1)), ldb), b.mul(p, I64(nr)))
+        out = []
+        for g in range(ng):
+            rows_ = [r0] if single else [r0, b.add(r0, ldb)]
+            v = [b.load(b.gep(bp, [b.add(r, I64(16 * g))], source_etype=bi.I16), typ=VI16) for r in rows_]
+            for x in v:
+                x.align = 2
+            w = b.zext(v[0], VI32)
+            if not single:
+                w = b.or_(w, b.shl(b.zext(v[1], VI32), ir.Constant(VI32, [16] * 16)))
+            out.append(w)
+        return out
+    i0 = b.mul(bi.group_id(b, 0), I64(mr))
     p = bi.group_id(b, 1)
     k2 = b.lshr(K, I64(1))                      # whole pairs
     kp2 = b.lshr(b.add(K, I64(1)), I64(1))      # packed pairs (an odd K's last is zero-padded)
-    panel = b.mul(b.mul(p, kp2), I64(NR))       # i32 words before panel p
+    panel = b.mul(b.mul(p, kp2), I64(nr))       # i32 words before panel p
     last = b.sub(M, I64(1))
-    rows = [b.mul(_min(b, b.add(i0, I64(r)), last), lda) for r in range(MR)]   # i16 offsets
+    rows = [b.mul(_min(b, b.add(i0, I64(r)), last), lda) for r in range(mr)]   # i16 offsets
     zero = ir.Constant(VF32, [0.0] * 16)
 
     loop, tail, tail_pair, done = (fn.append_basic_block(n) for n in ("loop", "tail", "tail_pair", "done"))
@@ -113,62 +144,58 @@ def gemm_module() -> ir.Module:
     b.position_at_end(loop)
     kk = b.phi(I64, "kk")
     kk.add_incoming(I64(0), entry)
-    accs = [[b.phi(VF32, f"acc{r}_{g}") for g in range(NG)] for r in range(MR)]
+    accs = [[b.phi(VF32, f"acc{r}_{g}") for g in range(ng)] for r in range(mr)]
     for row in accs:
         for x in row:
             x.add_incoming(zero, entry)
-    wb = b.add(panel, b.mul(kk, I64(NR)))
-    bv = [b.load(b.gep(bp, [b.add(wb, I64(16 * g))], source_etype=bi.I32), typ=VI32) for g in range(NG)]
-    for inst in bv:
-        inst.align = 64
+    bv = words(b, kk)
     new = []
-    for r in range(MR):
+    for r in range(mr):
         pa = b.gep(a, [b.add(rows[r], b.shl(kk, I64(1)))], source_etype=bi.I16)
         av = b.load(pa, typ=bi.I32)
         av.align = 2
         asp = _splat(b, av, VI32)
-        new.append([b.call(dot, [accs[r][g], asp, bv[g]]) for g in range(NG)])
+        new.append([b.call(dot, [accs[r][g], asp, bv[g]]) for g in range(ng)])
     kk1 = b.add(kk, I64(1))
     kk.add_incoming(kk1, loop)
-    for r in range(MR):
-        for g in range(NG):
+    for r in range(mr):
+        for g in range(ng):
             accs[r][g].add_incoming(new[r][g], loop)
     b.cbranch(b.icmp_signed("<", kk1, k2), loop, tail)
 
     # an odd K: the last k as a pair with a zero (the packed B's second half is zero there)
     b.position_at_end(tail)
-    acc_t = [[b.phi(VF32) for g in range(NG)] for r in range(MR)]
-    for r in range(MR):
-        for g in range(NG):
+    acc_t = [[b.phi(VF32) for g in range(ng)] for r in range(mr)]
+    for r in range(mr):
+        for g in range(ng):
             acc_t[r][g].add_incoming(zero, entry)
             acc_t[r][g].add_incoming(new[r][g], loop)
     b.cbranch(b.icmp_signed("<", b.shl(k2, I64(1)), K), tail_pair, done)
 
     b.position_at_end(tail_pair)
-    wb = b.add(panel, b.mul(k2, I64(NR)))
-    bv = [b.load(b.gep(bp, [b.add(wb, I64(16 * g))], source_etype=bi.I32), typ=VI32) for g in range(NG)]
+    bv = words(b, k2, single=True)
     acc_o = []
-    for r in range(MR):
+    for r in range(mr):
         av = b.load(b.gep(a, [b.add(rows[r], b.sub(K, I64(1)))], source_etype=bi.I16), typ=bi.I16)
         asp = _splat(b, b.zext(av, bi.I32), VI32)
-        acc_o.append([b.call(dot, [acc_t[r][g], asp, bv[g]]) for g in range(NG)])
+        acc_o.append([b.call(dot, [acc_t[r][g], asp, bv[g]]) for g in range(ng)])
     b.branch(done)
 
     b.position_at_end(done)
-    fin = [[b.phi(VF32) for g in range(NG)] for r in range(MR)]
-    for r in range(MR):
-        for g in range(NG):
+    fin = [[b.phi(VF32) for g in range(ng)] for r in range(mr)]
+    for r in range(mr):
+        for g in range(ng):
             fin[r][g].add_incoming(acc_t[r][g], tail)
             fin[r][g].add_incoming(acc_o[r][g], tail_pair)
-    n0 = b.mul(p, I64(NR))
-    for r in range(MR):
+    n0 = b.mul(p, I64(nr))
+    for r in range(mr):
         row = b.add(i0, I64(r))
         store_row = fn.append_basic_block(f"store{r}")
         after = fn.append_basic_block(f"after{r}")
         b.cbranch(b.icmp_signed("<", row, M), store_row, after)
         b.position_at_end(store_row)
         base = b.mul(row, ldc)
-        for g in range(NG):
+        for g in range(ng):
             col = b.add(n0, I64(16 * g))
             bits = _round_bf16(b, fin[r][g])
             full, part, nxt = (fn.append_basic_block(f"{s}{r}_{g}") for s in ("full", "part", "next"))
@@ -323,7 +350,8 @@ def cpu_has_bf16_dot() -> bool:
 
 
 #: the kernels by name
-MODULES = {"dot_bf16_gemm": gemm_module, "dot_bf16_pack_b": pack_b_module, "dot_bf16_probe": probe_module}
+MODULES = {"dot_bf16_gemm": gemm_module, "dot_bf16_gemm_rows": functools.partial(gemm_module, packed=False),
+           "dot_bf16_pack_b": pack_b_module, "dot_bf16_probe": probe_module}
 
 
 @functools.lru_cache(maxsize=None)
