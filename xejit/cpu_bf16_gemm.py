@@ -21,17 +21,20 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
 from .codegen import cpu_bf16_dot as dot
 from .errors import BuildError, LaunchError
+from .ir.core import numpy_dtype
 from .runtime import cpu_threads, usm
 from .runtime.device import default_device
 from .runtime.opencl_launch import DirectLaunch
 from .runtime.program import build_program
 
 _lock = threading.Lock()
+_BFLOAT16 = numpy_dtype("bfloat16")   # (ml_dtypes')
 _AVAILABLE: dict = {}
 _SCRATCH = threading.local()
 _LAUNCHES: dict = {}
@@ -64,6 +67,8 @@ def _run(launch: DirectLaunch, grid, ones, args: tuple) -> None:
     arguments (addresses and sizes) as 64-bit integers, through OpenCL directly
     (runtime/opencl_launch.py), keeping the runtime's workers off this thread's core as every
     launch does (runtime/cpu_threads.py)."""
+    if not DirectLaunch.open:
+        raise LaunchError(f"{launch.name}: xejit's launches are closed (the interpreter is exiting)")
     k = launch.kernel()
     last = k.last
     for slot, v in enumerate(args):
@@ -113,55 +118,80 @@ def _probe() -> bool:
     return bool(np.array_equal(c, want))
 
 
+class _Plan(NamedTuple):
+    """What :func:`gemm` launches for one set of shapes and strides (its checks made once)."""
+    device: object
+    pack: DirectLaunch | None          # None: nothing to launch, or B read in place
+    pack_grid: object
+    pack_args: tuple
+    mm: DirectLaunch | None            # None: an empty result, or zeros (K = 0)
+    mm_grid: object
+    mm_args: tuple
+    bp: np.ndarray | None              # the scratch buffer the plan packs into (held: never stale)
+    bp_addr: int
+    ones: object
+
+
 def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """``c = a @ b`` for 2D bf16 numpy arrays in host-visible memory, ``a`` and ``c`` with unit
     column strides, ``c`` not overlapping ``a`` or ``b``; sums in fp32, ``c`` rounded to bf16
     (nearest-even). Call only where :func:`available`."""
-    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides)
+    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype)
     plans = getattr(_SCRATCH, "plans", None)
-    if plans is None:
-        plans = _SCRATCH.plans = {}
-    plan = plans.get(key)
-    if plan is None or plan[0] is not default_device():
+    plan = None if plans is None else plans.get(key)
+    if plan is None or plan.device is not default_device():
         plan = _plan(a, b, c)
-        if len(plans) >= 16:
-            plans.clear()
+        plans = getattr(_SCRATCH, "plans", None)   # (_plan may have replaced them)
+        if plans is None or len(plans) >= 16:
+            plans = _SCRATCH.plans = {}
         plans[key] = plan
-    device, pack, pack_grid, pack_args, mm, mm_grid, mm_args, bp, ones = plan
-    if mm_grid is None:
+    if plan.mm is None:
+        if a.shape[1] == 0:
+            c[...] = 0   # an empty sum
         return
     # (the addresses as the array interface gives them: .ctypes builds an object per access)
     pa, pb, pc = a.__array_interface__["data"][0], b.__array_interface__["data"][0], c.__array_interface__["data"][0]
-    if pack is None:   # B read in place
-        _run(mm, mm_grid, ones, (pa, pb, pc) + mm_args)
+    if plan.pack is None:   # B read in place
+        _run(plan.mm, plan.mm_grid, plan.ones, (pa, pb, pc) + plan.mm_args)
         return
-    _run(pack, pack_grid, ones, (pb, bp) + pack_args)
-    _run(mm, mm_grid, ones, (pa, bp, pc) + mm_args)
+    _run(plan.pack, plan.pack_grid, plan.ones, (pb, plan.bp_addr) + plan.pack_args)
+    _run(plan.mm, plan.mm_grid, plan.ones, (pa, plan.bp_addr, pc) + plan.mm_args)
 
 
-def _plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple:
-    """What :func:`gemm` launches for these shapes and strides, its checks made once."""
+def _scratch(words: int) -> tuple[np.ndarray, int]:
+    """This thread's packing buffer of at least ``words`` 32-bit words and its first 64-byte
+    aligned address (the kernels' aligned vector loads and stores of B's panels)."""
+    bp = getattr(_SCRATCH, "bp", None)
+    if bp is None or bp.size < words + 16:
+        bp = _SCRATCH.bp = usm.empty((words + 16,), np.uint32)
+        _SCRATCH.plans = {}   # (plans of the old buffer keep it alive until they go)
+    addr = bp.ctypes.data
+    return bp, addr + (-addr % 64)
+
+
+def _plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _Plan:
     M, K = a.shape
     N = b.shape[1]
-    if a.strides[1] != 2 or c.strides[1] != 2 or c.shape != (M, N) or b.shape[0] != K:
+    if not (a.dtype == b.dtype == c.dtype == _BFLOAT16):
+        raise TypeError(f"cpu_bf16_gemm.gemm takes bfloat16 arrays, got {a.dtype}, {b.dtype} -> {c.dtype}")
+    if (a.strides[1] != 2 and K > 1) or (c.strides[1] != 2 and N > 1) or c.shape != (M, N) or b.shape[0] != K \
+            or any(s % 2 for s in a.strides + b.strides + c.strides):
         raise ValueError(f"cpu_bf16_gemm.gemm: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
-                         f"{a.strides}, {c.strides}: needs matching shapes and unit column strides")
+                         f"{a.strides}, {b.strides}, {c.strides}: needs matching shapes, unit column "
+                         f"strides for a and c, whole elements")
     device = default_device()
     ones = (ctypes.c_size_t * 2)(1, 1)
-    if M == 0 or N == 0:
-        return (device, None, None, None, None, None, None, None, ones)
+    if M == 0 or N == 0 or K == 0:
+        return _Plan(device, None, None, (), None, None, (), None, 0, ones)
     ldk, ldn = (s // 2 for s in b.strides)
+    lda, ldc = a.strides[0] // 2, c.strides[0] // 2
     if M <= ROWS_MAX_M and ldn == 1 and N % dot.ROWS_NR == 0:
-        return (device, None, None, None, _direct("dot_bf16_gemm_rows"),
-                (ctypes.c_size_t * 2)(-(-M // dot.ROWS_MR), N // dot.ROWS_NR),
-                (M, N, K, a.strides[0] // 2, c.strides[0] // 2, ldk), None, ones)
+        return _Plan(device, None, None, (), _direct("dot_bf16_gemm_rows"),
+                     (ctypes.c_size_t * 2)(-(-M // dot.ROWS_MR), N // dot.ROWS_NR), (M, N, K, lda, ldc, ldk),
+                     None, 0, ones)
     kp2 = (K + 1) // 2
     panels = -(-N // dot.NR)
-    words = panels * kp2 * dot.NR
-    bp = getattr(_SCRATCH, "bp", None)
-    if bp is None or bp.size < words:
-        bp = _SCRATCH.bp = usm.empty((max(words, 16),), np.uint32)
-        _SCRATCH.plans = {}   # (they hold the old buffer's address)
-    return (device, _direct("dot_bf16_pack_b"), (ctypes.c_size_t * 2)(panels, -(-kp2 // dot.PACK_PAIRS)),
-            (K, N, ldk, ldn), _direct("dot_bf16_gemm"), (ctypes.c_size_t * 2)(-(-M // dot.MR), panels),
-            (M, N, K, a.strides[0] // 2, c.strides[0] // 2, 0), bp.ctypes.data, ones)
+    bp, addr = _scratch(panels * kp2 * dot.NR)
+    return _Plan(device, _direct("dot_bf16_pack_b"), (ctypes.c_size_t * 2)(panels, -(-kp2 // dot.PACK_PAIRS)),
+                 (K, N, ldk, ldn), _direct("dot_bf16_gemm"), (ctypes.c_size_t * 2)(-(-M // dot.MR), panels),
+                 (M, N, K, lda, ldc, 0), bp, addr, ones)

@@ -941,7 +941,7 @@ def _dot_bf16(a: Any, b: Any, c: Any) -> bool:
     with unit column strides for ``a`` and ``c``; False (nothing done) otherwise. Against the
     packed fp32 kernels, which widen bf16 to fp32: 2048^3 ~190 -> ~290 GFLOP/s (torch 370-427;
     benchmarks/run.py, docs/autotune-and-matmul.md)."""
-    if _dtype_name(a) != "bfloat16" or _dtype_name(b) != "bfloat16" or not cpu_bf16_gemm.available():
+    if any(_dtype_name(x) != "bfloat16" for x in (a, b, c)) or not cpu_bf16_gemm.available():
         return False
     a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
     if not all(type(x) is np.ndarray for x in (a, b, c)) or a.strides[1] != 2 or c.strides[1] != 2:

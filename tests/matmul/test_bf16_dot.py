@@ -75,7 +75,7 @@ def test_rename_imports_leaves_other_names_and_rewrites_word_counts():
 @requires_device
 @pytest.mark.parametrize("M,N,K,a_layout,b_layout,lib", [
     (100, 90, 270, "C", "C", "numpy"),     # rows past a multiple of MR, columns past a panel
-    (67, 130, 301, "C", "F", "numpy"),     # an odd K; a column-major b takes the element packing
+    (67, 130, 301, "C", "F", "numpy"),     # an odd K; a column-major b packed by 32-bit words
     (64, 256, 64, "strided", "C", "torch"),   # a's rows longer than K; whole panels; torch tensors
 ])
 def test_bf16_gemms_take_the_dot_kernels(M, N, K, a_layout, b_layout, lib, dot_kernels, dot_calls):
@@ -135,6 +135,40 @@ def test_gemm_at_the_edges(M, N, K, b_cols, kernels, dot_kernels, launched):
 
 
 @requires_device
+@pytest.mark.parametrize("M,N,K,kernels", [(70, 64, 41, PACKED), (9, 96, 40, ROWS)])
+@pytest.mark.parametrize("b_kind", ["slice", "every_other", "broadcast"])
+def test_gemm_takes_any_pitch(M, N, K, kernels, b_kind, dot_kernels, launched):
+    """Rows of a and c longer than K and N (c's other columns stay poisoned), and b a column
+    slice (row pitch past N), every other row and third column (the element packing over whole
+    panels), or one row broadcast (row stride 0); both kernels where they apply."""
+    rng = np.random.default_rng(M + N + K)
+    a_wide = _bf16(rng, (M, K + 9))
+    a = a_wide[:, 4:4 + K]
+    if b_kind == "slice":
+        b = _bf16(rng, (K, N + 40))[:, 7:7 + N]
+    elif b_kind == "every_other":
+        b = _bf16(rng, (2 * K, 3 * N))[::2, ::3]
+    else:
+        b = np.broadcast_to(_bf16(rng, (1, N)), (K, N))
+    c_wide = np.full((M, N + 11), np.nan, a.dtype)
+    c = c_wide[:, 6:6 + N]
+    cpu_bf16_gemm.gemm(a, b, c)
+    _check(c, a, b)
+    rest = np.concatenate([c_wide[:, :6], c_wide[:, 6 + N:]], axis=1).astype(np.float32)
+    assert np.isnan(rest).all()   # nothing stored outside c
+    in_place = b_kind != "every_other" and kernels == ROWS
+    assert launched == (ROWS if in_place else PACKED)
+
+
+@requires_device
+def test_gemm_of_an_empty_sum_is_zeros(dot_kernels):
+    import ml_dtypes
+    c = np.full((5, 7), np.nan, ml_dtypes.bfloat16)
+    cpu_bf16_gemm.gemm(np.ones((5, 0), c.dtype), np.ones((0, 7), c.dtype), c)
+    assert (c.astype(np.float32) == 0).all()
+
+
+@requires_device
 @pytest.mark.parametrize("M,b_layout,route", [(2, "C", "skinny"), (3, "C", "dot"), (8, "C", "dot"),
                                               (8, "F", "tuned"), (9, "F", "dot")])
 def test_few_rows_take_the_dot_kernels_only_where_b_is_read_in_place(M, b_layout, route, dot_kernels, dot_calls,
@@ -174,6 +208,8 @@ def test_gemm_matches_float64(M, N, K, b_layout, seed):
 def test_gemm_rejects_what_it_cannot_take():
     import ml_dtypes
     a, b = np.ones((8, 8), ml_dtypes.bfloat16), np.ones((8, 8), ml_dtypes.bfloat16)
+    with pytest.raises(TypeError, match="bfloat16"):
+        cpu_bf16_gemm.gemm(a, b, np.empty((8, 8), np.float16))
     with pytest.raises(ValueError, match="unit column strides"):
         cpu_bf16_gemm.gemm(np.asfortranarray(a), b, np.empty((8, 8), a.dtype))
     with pytest.raises(ValueError, match="matching shapes"):
