@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import options
 from .codegen import cpu_bf16_dot as dot
 from .errors import BuildError, LaunchError
 from .ir.core import numpy_dtype
@@ -92,7 +93,7 @@ def available() -> bool:
     bf16 dot-product kernels here (module docstring); False on a GPU, with an emulated GPU
     target, or where the CPU lacks the instruction."""
     device = default_device()
-    key = device.filter_string
+    key = (device.filter_string, options.current().cpu_bf16_dot)
     with _lock:
         if key in _AVAILABLE:
             return _AVAILABLE[key]

@@ -29,6 +29,9 @@ notebook) is honoured at the next compile or launch, and nothing is parsed twice
 ``XEJIT_CPU_AFFINITY``    ``runtime``: keep the OpenCL CPU runtime's pinning of its worker threads
                           (default ``apart``: a worker pinned to the launching thread's CPU is moved
                           to a CPU without one; runtime/cpu_threads.py)
+``XEJIT_CPU_BF16_DOT``    ``0``: bf16 GEMMs on the CPU device keep the fp32 kernels even where the
+                          CPU has bf16 dot products (default: used where the probe passes;
+                          xejit/cpu_bf16_gemm.py)
 ========================  ===============================================================
 
 Flags are off when unset, empty, ``0``, ``false``, ``no`` or ``off`` (any case).
@@ -56,7 +59,8 @@ _NAMES = ("XEJIT_INTERPRET", "XEJIT_EMULATE", "XEJIT_DEVICE", "XEJIT_DEBUG", "XE
           "XEJIT_DUMP", "XEJIT_DEVICE_BUILD", "XEJIT_CACHE_DIR", "XEJIT_TOOLCHAIN_DIR", "XEJIT_OCLOC",
           "XEJIT_PRINT_AUTOTUNING", "XEJIT_VALIDATE", "XEJIT_MATMUL_TUNE", "XEJIT_MATMUL_TUNE_WARMUP_MS",
           "XEJIT_MATMUL_TUNE_REP_MS", "XEJIT_ATTENTION_TUNE", "XEJIT_ATTENTION_TUNE_WARMUP_MS",
-          "XEJIT_ATTENTION_TUNE_REP_MS", "XEJIT_HOST_ARRAYS", "XEJIT_BUILD_LOG", "XEJIT_CPU_AFFINITY")
+          "XEJIT_ATTENTION_TUNE_REP_MS", "XEJIT_HOST_ARRAYS", "XEJIT_BUILD_LOG", "XEJIT_CPU_AFFINITY",
+          "XEJIT_CPU_BF16_DOT")
 _OFF = ("", "0", "false", "no", "off")
 
 # CPython keeps os.environ's contents in a dict of encoded keys; reading it directly is a dict
@@ -120,6 +124,7 @@ class Options:
     host_arrays: str | None = None
     build_log: str | None = None
     cpu_affinity: str | None = None
+    cpu_bf16_dot: bool = True
 
 
 def _ms(env: dict, name: str, default: float) -> float:
@@ -157,6 +162,7 @@ def _parse(values: tuple) -> Options:
         host_arrays=_host_arrays(env["XEJIT_HOST_ARRAYS"]),
         build_log=env["XEJIT_BUILD_LOG"] or None,
         cpu_affinity=_cpu_affinity(env["XEJIT_CPU_AFFINITY"]),
+        cpu_bf16_dot=env["XEJIT_CPU_BF16_DOT"] is None or flag(env["XEJIT_CPU_BF16_DOT"]),
     )
 
 

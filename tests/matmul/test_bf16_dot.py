@@ -218,10 +218,9 @@ def test_gemm_rejects_what_it_cannot_take():
 
 @requires_device
 def test_without_the_dot_kernels_bf16_takes_the_fp32_packed_kernels(monkeypatch, dot_calls):
-    """Where the CPU has no bf16 dot products (here: the switch off), the packed kernels widen
+    """Where the CPU has no bf16 dot products (here: said so), the packed kernels widen
     bf16 to fp32 as before; the result is the same within the bf16 tolerance."""
-    from xejit.runtime.device import default_device
-    monkeypatch.setattr(cpu_bf16_gemm, "_AVAILABLE", {default_device().filter_string: False})
+    monkeypatch.setattr(cpu_bf16_gemm, "available", lambda: False)
     rng = np.random.default_rng(5)
     import torch
     a, b = rand(rng, (100, 130), "bfloat16", "torch"), rand(rng, (130, 90), "bfloat16", "torch")
@@ -232,9 +231,16 @@ def test_without_the_dot_kernels_bf16_takes_the_fp32_packed_kernels(monkeypatch,
     assert isinstance(out, torch.Tensor)
 
 
-def test_the_switch_and_a_foreign_target_arch_turn_the_dot_kernels_off(monkeypatch):
+@requires_device
+def test_the_switch_and_a_foreign_target_arch_turn_the_dot_kernels_off(monkeypatch, dot_calls):
+    """XEJIT_CPU_BF16_DOT=0 (read per call: the bf16 GEMM after it takes the fp32 kernels) and
+    a CL_CONFIG_CPU_TARGET_ARCH (code for another CPU) turn them off."""
+    rng = np.random.default_rng(3)
+    a, b = rand(rng, (70, 80), "bfloat16", "torch"), rand(rng, (80, 96), "bfloat16", "torch")
     monkeypatch.setenv("XEJIT_CPU_BF16_DOT", "0")
-    assert not cpu_bf16_dot.cpu_has_bf16_dot()
+    assert not cpu_bf16_dot.cpu_has_bf16_dot() and not cpu_bf16_gemm.available()
+    check(xejit.matmul(a, b), reference(a, b), "bfloat16")
+    assert dot_calls == []
     monkeypatch.setenv("XEJIT_CPU_BF16_DOT", "1")
     monkeypatch.setenv("CL_CONFIG_CPU_TARGET_ARCH", "corei7-avx")   # code built for another CPU
     assert not cpu_bf16_dot.cpu_has_bf16_dot()

@@ -33,6 +33,7 @@ import os
 
 from llvmlite import ir
 
+from .. import options
 from . import builtins as bi
 from .spirv import rename_imports, to_spirv as emit_spirv
 
@@ -337,7 +338,7 @@ def cpu_has_bf16_dot() -> bool:
     """Whether the CPU device's code may use ``vdpbf16ps``: the CPU has AVX512_BF16 (/proc/cpuinfo)
     and the runtime compiles for this CPU (``CL_CONFIG_CPU_TARGET_ARCH`` unset: code built for
     another CPU could not use it, or would not run here); ``XEJIT_CPU_BF16_DOT=0`` turns it off."""
-    if os.environ.get("XEJIT_CPU_BF16_DOT", "1").strip() in ("0", "false", "no", "off"):
+    if not options.current().cpu_bf16_dot:
         return False
     if os.environ.get("CL_CONFIG_CPU_TARGET_ARCH", "").strip():
         return False
