@@ -60,7 +60,8 @@ def _direct(name: str) -> DirectLaunch:
 
 
 #: the kernels' argument counts
-_ARGS = {"dot_bf16_gemm": 9, "dot_bf16_gemm_rows": 9, "dot_bf16_pack_b": 6, "dot_bf16_probe": 3}
+_ARGS = {"dot_bf16_gemm": 9, "dot_bf16_gemm_rows": 9, "dot_bf16_pack_b": 6, "dot_bf16_probe": 3,
+         **{n: 9 for n in dot.MODULES if n.startswith("dot_bt_")}}
 
 
 def _run(launch: DirectLaunch, grid, ones, args: tuple) -> None:
@@ -102,6 +103,13 @@ def available() -> bool:
     with _lock:
         _AVAILABLE[key] = ok
     return ok
+
+
+def bt_f32_available() -> bool:
+    """Whether the default device runs the fp32 kernels of :func:`gemm_bt` (plain FMAs: the CPU
+    device, reading host memory, its program direct-launchable)."""
+    device = default_device()
+    return device.sycl_device.is_cpu and device.target == "generic" and device.system_memory
 
 
 def _probe() -> bool:
@@ -196,3 +204,33 @@ def _plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _Plan:
     return _Plan(device, _direct("dot_bf16_pack_b"), (ctypes.c_size_t * 2)(panels, -(-kp2 // dot.PACK_PAIRS)),
                  (K, N, ldk, ldn), _direct("dot_bf16_gemm"), (ctypes.c_size_t * 2)(-(-M // dot.MR), panels),
                  (M, N, K, lda, ldc, 0), bp, addr, ones)
+
+
+def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """``c = a @ b`` for a column-major ``b`` (``b.T`` row-major: ``x @ w.T``), fp32 or bf16 host
+    arrays of one dtype, ``a`` and ``c`` with unit column strides, ``c`` not overlapping them:
+    dot products of rows read in place (codegen/cpu_bf16_dot.py, ``gemm_bt_module``); bf16 only
+    where :func:`available`, fp32 on any CPU device that reads host memory."""
+    M, K = a.shape
+    N = b.shape[1]
+    it = a.itemsize
+    bf16 = a.dtype == _BFLOAT16
+    if not (a.dtype == b.dtype == c.dtype) or not (bf16 or a.dtype == np.float32):
+        raise TypeError(f"cpu_bf16_gemm.gemm_bt takes float32 or bfloat16 arrays of one dtype, got "
+                        f"{a.dtype}, {b.dtype} -> {c.dtype}")
+    if (a.strides[1] != it and K > 1) or (c.strides[1] != it and N > 1) or (b.strides[0] != it and K > 1) \
+            or c.shape != (M, N) or b.shape[0] != K or any(s % it for s in a.strides + b.strides + c.strides):
+        raise ValueError(f"cpu_bf16_gemm.gemm_bt: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
+                         f"{a.strides}, {b.strides}, {c.strides}: needs matching shapes, unit column strides "
+                         f"for a and c, a column-major b")
+    if M == 0 or N == 0:
+        return
+    if K == 0:
+        c[...] = 0
+        return
+    mr, nt = dot.BT_SKINNY if M == 1 else (dot.BT_MR, dot.BT_NT)
+    name = dot.bt_name(bf16, mr, nt)
+    grid = (ctypes.c_size_t * 2)(-(-M // mr), -(-N // nt))
+    ptr = lambda x: x.__array_interface__["data"][0]   # noqa: E731
+    _run(_direct(name), grid, (ctypes.c_size_t * 2)(1, 1),
+         (ptr(a), ptr(b), ptr(c), M, N, K, a.strides[0] // it, b.strides[1] // it, c.strides[0] // it))

@@ -57,7 +57,7 @@ def test_the_modules_call_the_intrinsic_by_name_and_pass_spirv_val():
         spv = cpu_bf16_dot.spirv_module(name)
         spirv.validate(spv)
         text = spirv.disassemble(spv)
-        if name != "dot_bf16_pack_b":   # (the packing calls nothing)
+        if name != "dot_bf16_pack_b" and "f32" not in name:   # (the packing and fp32 FMAs call nothing)
             assert f'LinkageAttributes "{BF16}" Import' in text, name
         assert cpu_bf16_dot._PLACEHOLDER not in text, name
         assert spirv.entry_points(spv) == [name]
@@ -75,7 +75,7 @@ def test_rename_imports_leaves_other_names_and_rewrites_word_counts():
 @requires_device
 @pytest.mark.parametrize("M,N,K,a_layout,b_layout,lib", [
     (100, 90, 270, "C", "C", "numpy"),     # rows past a multiple of MR, columns past a panel
-    (67, 130, 301, "C", "F", "numpy"),     # an odd K; a column-major b packed by 32-bit words
+    (300, 130, 301, "C", "F", "numpy"),    # an odd K; a column-major b packed by 32-bit words
     (64, 256, 64, "strided", "C", "torch"),   # a's rows longer than K; whole panels; torch tensors
 ])
 def test_bf16_gemms_take_the_dot_kernels(M, N, K, a_layout, b_layout, lib, dot_kernels, dot_calls):
@@ -170,12 +170,12 @@ def test_gemm_of_an_empty_sum_is_zeros(dot_kernels):
 
 @requires_device
 @pytest.mark.parametrize("M,b_layout,route", [(2, "C", "skinny"), (3, "C", "dot"), (8, "C", "dot"),
-                                              (8, "F", "tuned"), (9, "F", "dot")])
+                                              (8, "F", "bt"), (9, "F", "bt")])
 def test_few_rows_take_the_dot_kernels_only_where_b_is_read_in_place(M, b_layout, route, dot_kernels, dot_calls,
-                                                                    monkeypatch):
+                                                                    bt_calls, monkeypatch):
     """From _DOT_BF16_MIN_M rows; up to GEMV_MAX_M only with a row-major b (packing b would cost
-    more than the skinny kernel; a column-major b there takes the tuned GEMM, as before),
-    results against float64 either way."""
+    more than the skinny kernel; a column-major b takes the kernels that read it in place,
+    up to _BT_MAX_M rows), results against float64 either way."""
     import torch
     from tests.matmul.helpers import spy_gemv_calls
     gemv = spy_gemv_calls(monkeypatch, "_gemv")
@@ -186,7 +186,8 @@ def test_few_rows_take_the_dot_kernels_only_where_b_is_read_in_place(M, b_layout
     out = poisoned((M, 256), "bfloat16", "torch")
     xejit.matmul(a, b, out=out)
     check(out, reference(a, b), "bfloat16")
-    assert (len(dot_calls), len(gemv)) == {"dot": (1, 0), "skinny": (0, 1), "tuned": (0, 0)}[route], (dot_calls, gemv)
+    assert (len(dot_calls), len(gemv), len(bt_calls)) == {"dot": (1, 0, 0), "skinny": (0, 1, 0),
+                                                          "bt": (0, 0, 1)}[route], (dot_calls, gemv, bt_calls)
     assert isinstance(out, torch.Tensor)
 
 
@@ -279,3 +280,66 @@ def test_results_are_rounded_to_nearest_even(K, dot_kernels, monkeypatch):
     c = np.full((30, 70), np.nan, a.dtype)
     cpu_bf16_gemm.gemm(a, b, c)
     np.testing.assert_array_equal(c.view(np.uint16), f32_to_bf16_bits(exact))
+
+
+# --- a column-major b: dot products of rows, b read in place (cpu_bf16_gemm.gemm_bt) ---------
+
+@pytest.fixture
+def bt_calls(monkeypatch):
+    seen = []
+    real = cpu_bf16_gemm.gemm_bt
+    monkeypatch.setattr(cpu_bf16_gemm, "gemm_bt", lambda a, b, c: seen.append((a.shape, b.shape)) or real(a, b, c))
+    monkeypatch.setattr(xm, "_RECIPES", {})
+    return seen
+
+
+def _needs(dtype):
+    if dtype == "bfloat16" and not cpu_bf16_gemm.available():
+        pytest.skip("no bf16 dot products on this CPU device")
+    if not cpu_bf16_gemm.bt_f32_available():
+        pytest.skip("the default device is not the CPU device")
+
+
+@requires_device
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("M,N,K", [(1, 1, 2), (1, 70, 300), (2, 9, 31), (5, 33, 17), (4, 8, 64), (70, 45, 129)])
+def test_gemm_bt_matches_float64(M, N, K, dtype):
+    """Every edge: one row (the 1 x 8 block), rows and columns past the 4 x 4 blocks, K past
+    the last whole vector (16 fp32 / 32 bf16 values of k) or below one; a and c with rows
+    longer than K and N (c's other columns stay poisoned)."""
+    import ml_dtypes
+    _needs(dtype)
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float32
+    rng = np.random.default_rng(M * 100 + N + K)
+    a = (rng.standard_normal((M, K + 3)) + 0.1).astype(dt)[:, 2:2 + K]
+    w = (rng.standard_normal((N, K)) + 0.1).astype(dt)
+    c_wide = np.full((M, N + 5), np.nan, dt)
+    c = c_wide[:, 1:1 + N]
+    cpu_bf16_gemm.gemm_bt(a, w.T, c)
+    check(c.astype(np.float32), a.astype(np.float64) @ w.T.astype(np.float64), dtype)
+    assert np.isnan(c_wide[:, 0].astype(np.float32)).all() and np.isnan(c_wide[:, 1 + N:].astype(np.float32)).all()
+
+
+@requires_device
+@pytest.mark.parametrize("dtype,lib", [("float32", "numpy"), ("bfloat16", "torch"), ("float32", "torch")])
+@pytest.mark.parametrize("M", [1, 8, 40])
+def test_x_at_w_t_takes_the_dot_kernels(M, dtype, lib, bt_calls):
+    """``x @ w.T`` (a torch Linear's weight) reads w in place, results against float64 with a
+    poisoned out=; a repeated call (the remembered recipe) too, with w changed in place."""
+    _needs(dtype)
+    rng = np.random.default_rng(M)
+    x, w = rand(rng, (M, 300), dtype, lib), rand(rng, (200, 300), dtype, lib)
+    out = poisoned((M, 200), dtype, lib)
+    xejit.matmul(x, w.T, out=out)
+    check(out, reference(x, w.T), dtype)
+    w[:5] *= -2
+    check(xejit.matmul(x, w.T), reference(x, w.T), dtype)
+    assert [tuple(s) for s, _ in bt_calls] == [(M, 300), (M, 300)]
+
+
+def test_gemm_bt_rejects_what_it_cannot_take():
+    a = np.ones((4, 8), np.float32)
+    with pytest.raises(ValueError, match="column-major b"):
+        cpu_bf16_gemm.gemm_bt(a, np.ones((8, 4), np.float32), np.empty((4, 4), np.float32))
+    with pytest.raises(TypeError, match="float32 or bfloat16"):
+        cpu_bf16_gemm.gemm_bt(a.astype(np.float16), np.ones((4, 8), np.float16).T, np.empty((4, 4), np.float16))

@@ -315,6 +315,139 @@ def pack_b_module() -> ir.Module:
     return m
 
 
+#: gemm_bt_module's rows of A and rows of B^T (columns of C) per work-item: 16 accumulators;
+#: for one row of A, BT_SKINNY (each B^T vector used by as many FMAs as there are rows: 4 x 4
+#: at M = 1 ran 4x the FMAs, 1x2048x2048 fp32 489 -> 336 us a call, bf16 211 -> 152; at M = 2
+#: two 1 x 8 blocks read B twice: bf16 223 -> 313)
+BT_MR, BT_NT = 4, 4
+BT_SKINNY = (1, 8)
+
+
+def bt_name(bf16: bool, mr: int = BT_MR, nt: int = BT_NT) -> str:
+    """The name of gemm_bt_module's kernel for a dtype and block."""
+    return f"dot_bt_{'bf16' if bf16 else 'f32'}_{mr}x{nt}"
+
+
+def _hsum(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    """The sum of a <16 x float>'s lanes, as a tree of halves."""
+    n = 16
+    while n > 1:
+        n //= 2
+        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(bi.I32, n), list(range(n))))
+        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(bi.I32, n), list(range(n, 2 * n))))
+        v = b.fadd(lo, hi)
+    return b.extract_element(v, bi.I32(0))
+
+
+def gemm_bt_module(bf16: bool, mr: int = BT_MR, nt: int = BT_NT) -> ir.Module:
+    """``dot_bt_bf16`` / ``dot_bt_f32(a, bt, c, M, N, K, lda, ldb, ldc)`` (a, bt, c addresses):
+    C[M, N] = A[M, K] @ B where B is column-major, i.e. B^T = bt[N, K] row-major (row pitch
+    ldb): each C element is the dot product of two contiguous rows, so B is read in place, row
+    by row (``x @ w.T`` with a torch ``Linear`` weight ``w``). Work-group (i, j) of one
+    work-item: rows i*BT_MR .. of A, rows j*BT_NT .. of bt (clamped to the last row past M or N,
+    not stored), 16 lanes of k at a time in BT_MR x BT_NT accumulators -- fp32: FMAs over 16
+    values of k; bf16: ``vdpbf16ps`` over 32 (a lane is a pair of k in both operands, which is
+    how rows store them) -- then each accumulator's lanes summed, and the k past the last
+    whole vector added one by one. C has A's dtype (bf16: rounded nearest-even). ``mr`` x
+    ``nt`` other than BT_MR x BT_NT: BT_SKINNY for one row of A, no rows to clamp."""
+    name = bt_name(bf16, mr, nt)
+    m = bi.new_module(name)
+    fn = bi.kernel(m, name, [I64] * 9)
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    a, bt, c, M, N, K, lda, ldb, ldc = _pointers(b, fn.args, 3)
+    elt = bi.I16 if bf16 else bi.F32
+    step = 32 if bf16 else 16                  # k per vector
+    vload = VI32 if bf16 else VF32             # bf16: 16 words of two k each
+    i0, j0 = b.mul(bi.group_id(b, 0), I64(mr)), b.mul(bi.group_id(b, 1), I64(nt))
+    arow = [b.mul(_min(b, b.add(i0, I64(r)), b.sub(M, I64(1))), lda) for r in range(mr)]
+    brow = [b.mul(_min(b, b.add(j0, I64(t)), b.sub(N, I64(1))), ldb) for t in range(nt)]
+    kv = b.mul(b.udiv(K, I64(step)), I64(step))   # k in whole vectors
+    zero = ir.Constant(VF32, [0.0] * 16)
+    dot = _dot_fn(m) if bf16 else None
+    fma = None if bf16 else ir.Function(m, ir.FunctionType(VF32, [VF32] * 3), "llvm.fma.v16f32")
+
+    loop, after = fn.append_basic_block("loop"), fn.append_basic_block("after")
+    b.cbranch(b.icmp_signed("<", I64(0), kv), loop, after)
+    b.position_at_end(loop)
+    k = b.phi(I64)
+    k.add_incoming(I64(0), entry)
+    acc = [[b.phi(VF32) for _ in range(nt)] for _ in range(mr)]
+    for row in acc:
+        for x in row:
+            x.add_incoming(zero, entry)
+
+    def vec(base, off):
+        x = b.load(b.gep(base, [b.add(off, k)], source_etype=elt), typ=vload)
+        x.align = 2 if bf16 else 4
+        return x
+    av = [vec(a, o) for o in arow]
+    bv = [vec(bt, o) for o in brow]
+    new = [[(b.call(dot, [acc[r][t], av[r], bv[t]]) if bf16 else b.call(fma, [av[r], bv[t], acc[r][t]]))
+            for t in range(nt)] for r in range(mr)]
+    k1 = b.add(k, I64(step))
+    k.add_incoming(k1, loop)
+    for r in range(mr):
+        for t in range(nt):
+            acc[r][t].add_incoming(new[r][t], loop)
+    b.cbranch(b.icmp_signed("<", k1, kv), loop, after)
+
+    b.position_at_end(after)
+    fin = [[b.phi(VF32) for _ in range(nt)] for _ in range(mr)]
+    for r in range(mr):
+        for t in range(nt):
+            fin[r][t].add_incoming(zero, entry)
+            fin[r][t].add_incoming(new[r][t], loop)
+    sums = [[_hsum(b, fin[r][t]) for t in range(nt)] for r in range(mr)]
+
+    # the k past the last whole vector, one at a time
+    tail, store = fn.append_basic_block("tail"), fn.append_basic_block("store")
+    pre = b.block
+    b.cbranch(b.icmp_signed("<", kv, K), tail, store)
+    b.position_at_end(tail)
+    kt = b.phi(I64)
+    kt.add_incoming(kv, pre)
+    part = [[b.phi(bi.F32) for _ in range(nt)] for _ in range(mr)]
+
+    def scalar(base, off):
+        x = b.load(b.gep(base, [b.add(off, kt)], source_etype=elt), typ=elt)
+        return b.bitcast(b.shl(b.zext(x, bi.I32), bi.I32(16)), bi.F32) if bf16 else x
+    at = [scalar(a, o) for o in arow]
+    btv = [scalar(bt, o) for o in brow]
+    nxt = [[b.fadd(part[r][t], b.fmul(at[r], btv[t])) for t in range(nt)] for r in range(mr)]
+    for r in range(mr):
+        for t in range(nt):
+            part[r][t].add_incoming(sums[r][t], pre)
+            part[r][t].add_incoming(nxt[r][t], tail)
+    kt1 = b.add(kt, I64(1))
+    kt.add_incoming(kt1, tail)
+    b.cbranch(b.icmp_signed("<", kt1, K), tail, store)
+
+    b.position_at_end(store)
+    out = [[b.phi(bi.F32) for _ in range(nt)] for _ in range(mr)]
+    for r in range(mr):
+        for t in range(nt):
+            out[r][t].add_incoming(sums[r][t], pre)
+            out[r][t].add_incoming(nxt[r][t], tail)
+    for r in range(mr):
+        row = b.add(i0, I64(r))
+        for t in range(nt):
+            col = b.add(j0, I64(t))
+            yes, no = fn.append_basic_block(f"st{r}_{t}"), fn.append_basic_block(f"sk{r}_{t}")
+            b.cbranch(b.and_(b.icmp_signed("<", row, M), b.icmp_signed("<", col, N)), yes, no)
+            b.position_at_end(yes)
+            v = out[r][t]
+            if bf16:
+                bits = b.bitcast(v, bi.I32)
+                r16 = b.lshr(b.add(b.add(bits, bi.I32(0x7FFF)), b.and_(b.lshr(bits, bi.I32(16)), bi.I32(1))), bi.I32(16))
+                v = b.trunc(b.select(b.fcmp_unordered("uno", v, v), bi.I32(0x7FC0), r16), bi.I16)
+            b.store(v, b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=elt))
+            b.branch(no)
+            b.position_at_end(no)
+    b.ret_void()
+    return m
+
+
 def probe_module() -> ir.Module:
     """``dot_bf16_probe(c, a, b)``: c[0:16] += the dot products of a's and b's 16 bf16 pairs."""
     m = bi.new_module("dot_bf16_probe")
@@ -352,7 +485,9 @@ def cpu_has_bf16_dot() -> bool:
 
 #: the kernels by name
 MODULES = {"dot_bf16_gemm": gemm_module, "dot_bf16_gemm_rows": functools.partial(gemm_module, packed=False),
-           "dot_bf16_pack_b": pack_b_module, "dot_bf16_probe": probe_module}
+           "dot_bf16_pack_b": pack_b_module, "dot_bf16_probe": probe_module,
+           **{bt_name(bf16, *blk): functools.partial(gemm_bt_module, bf16, *blk)
+              for bf16 in (True, False) for blk in ((BT_MR, BT_NT), BT_SKINNY)}}
 
 
 @functools.lru_cache(maxsize=None)
