@@ -45,7 +45,9 @@ FULL_SHAPES = [
     ("square-1024", 1024, 1024, 1024),
     ("square-2048", 2048, 2048, 2048),
     ("decode 1x4096x4096 -> 1x2048x2048", 1, 2048, 2048),
+    ("decode x @ w.T 1x2048x2048", 1, 2048, 2048),
     ("small-batch 8x2048x2048", 8, 2048, 2048),
+    ("small-batch x @ w.T 8x2048x2048", 8, 2048, 2048),
     ("prefill 8192x1024x4096 -> 2048x256x1024", 2048, 256, 1024),
     ("mlp-up 512x2048x512", 512, 2048, 512),
 ]
@@ -138,10 +140,13 @@ def machine() -> dict:
 ROUNDS = 5
 
 
-def gemm_inputs(M: int, N: int, K: int) -> tuple[np.ndarray, np.ndarray]:
-    """float64 operands of one shape, the same in the reference process and in this one."""
+def gemm_inputs(M: int, N: int, K: int, colb: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """float64 operands of one shape, the same in the reference process and in this one;
+    ``colb``: b column-major, the transposed view of an [N, K] array (``x @ w.T`` with a torch
+    ``Linear`` weight; the rows whose name says ``w.T``)."""
     rng = np.random.default_rng([M, N, K])
-    return rng.standard_normal((M, K)) + 0.1, rng.standard_normal((K, N)) + 0.1
+    a = rng.standard_normal((M, K)) + 0.1
+    return a, (rng.standard_normal((N, K)) + 0.1).T if colb else rng.standard_normal((K, N)) + 0.1
 
 
 def reference_server() -> None:
@@ -153,10 +158,10 @@ def reference_server() -> None:
     import torch
     operands: dict[tuple, tuple] = {}
     for line in sys.stdin:
-        lib, M, N, K, dtype, budget = json.loads(line)
-        key = (lib, M, N, K, dtype)
+        lib, M, N, K, dtype, budget, colb = json.loads(line)
+        key = (lib, M, N, K, dtype, colb)
         if key not in operands:
-            a64, b64 = gemm_inputs(M, N, K)
+            a64, b64 = gemm_inputs(M, N, K, colb)   # (astype and .to keep a column-major b's layout)
             if lib == "numpy":
                 operands[key] = (a64.astype(np.float32), b64.astype(np.float32))
             else:
@@ -177,9 +182,9 @@ class ReferenceProcess:
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--reference-server"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True)
 
-    def series(self, lib: str, M: int, N: int, K: int, dtype: str, budget_s: float) -> float:
+    def series(self, lib: str, M: int, N: int, K: int, dtype: str, budget_s: float, colb: bool = False) -> float:
         """Median seconds per call of one timed series of ``lib`` ("numpy" or "torch")."""
-        self.proc.stdin.write(json.dumps([lib, M, N, K, dtype, budget_s]) + "\n")
+        self.proc.stdin.write(json.dumps([lib, M, N, K, dtype, budget_s, colb]) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
@@ -226,13 +231,14 @@ def gemm_row(refs: ReferenceProcess, name: str, M: int, N: int, K: int, dtype: s
     import xejit
     from xejit.matmul import gemm_tuner
     from xejit.runtime import usm
-    a64, b64 = gemm_inputs(M, N, K)
+    colb = "w.T" in name
+    a64, b64 = gemm_inputs(M, N, K, colb)
     flop = 2.0 * M * N * K
     row: dict[str, Any] = {"shape": name, "M": M, "N": N, "K": K, "dtype": dtype}
     series: dict[str, Callable[[], float]] = {
-        "torch": lambda: refs.series("torch", M, N, K, dtype, budget_s)}
+        "torch": lambda: refs.series("torch", M, N, K, dtype, budget_s, colb)}
     if dtype == "float32":
-        series["numpy"] = lambda: refs.series("numpy", M, N, K, dtype, budget_s)
+        series["numpy"] = lambda: refs.series("numpy", M, N, K, dtype, budget_s, colb)
     else:
         row["numpy_gflops"] = None  # numpy has no bfloat16
     rec = None
@@ -259,10 +265,10 @@ def gemm_row(refs: ReferenceProcess, name: str, M: int, N: int, K: int, dtype: s
             if dtype == "float32" and M <= 8:
                 # skinny shapes as a user calls them: plain numpy arrays, passed by address on a
                 # device that reads host memory (docs/autotune-and-matmul.md, "Plain numpy operands")
-                na, nb = np.asarray(xa).copy(), np.asarray(xb).copy()
+                na, nb = np.asarray(xa).copy(order="K"), np.asarray(xb).copy(order="K")   # (layouts kept)
                 series["xejit_numpy_operands"] = lambda: median_time(lambda: xejit.matmul(na, nb), warmup=1,
                                                                      budget_s=budget_s)
-                ta, tb = torch.from_numpy(na.copy()), torch.from_numpy(nb.copy())   # torch CPU tensors
+                ta, tb = torch.from_numpy(na.copy()), torch.from_numpy(nb.copy(order="K"))   # torch CPU tensors
                 series["xejit_torch_operands"] = lambda: median_time(lambda: xejit.matmul(ta, tb), warmup=1,
                                                                      budget_s=budget_s)
                 nc = np.empty((M, N), np.float32)   # a decode loop's result buffer, written in place
