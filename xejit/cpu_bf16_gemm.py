@@ -55,13 +55,8 @@ def _direct(name: str) -> DirectLaunch:
         prog = build_program(dot.spirv_module(name), device)
         if prog.direct is None:
             raise LaunchError(f"{name}: the device's program has no OpenCL handle for a direct launch")
-        launch = _LAUNCHES[key] = DirectLaunch(prog.direct, name, [None] * _ARGS[name])
+        launch = _LAUNCHES[key] = DirectLaunch(prog.direct, name, [None] * dot.kernel_args(name))
     return launch
-
-
-#: the kernels' argument counts
-_ARGS = {"dot_bf16_gemm": 9, "dot_bf16_gemm_rows": 9, "dot_bf16_pack_b": 6, "dot_bf16_probe": 3,
-         **{n: 9 for n in dot.MODULES if n.startswith("dot_bt_")}}
 
 
 def _run(launch: DirectLaunch, grid, ones, args: tuple) -> None:

@@ -926,16 +926,23 @@ def _bt_applies(a: Any, b: Any, c: Any) -> bool:
     """fp32 or bf16 (where the CPU has bf16 dot products) ``a @ b`` of up to _BT_MAX_M rows with a
     column-major ``b`` into a host-visible result on the CPU device."""
     M, K = a.shape
-    if M > _BT_MAX_M or K < 2 or _interpreting() or _is_usm(c) or _strides(b)[0] != 1:
+    if M > _BT_MAX_M or K < 2 or _strides(b)[0] != 1:
         return False
     name = _dtype_name(a)
     if name not in ("float32", "bfloat16") or _dtype_name(b) != name or _dtype_name(c) != name:
         return False
-    if _is_torch(c) and c.device.type != "cpu":
-        return False
-    if get_target(current_target()).has_dpas:
+    if not _explicit_simd_result(c):
         return False
     return cpu_bf16_gemm.available() if name == "bfloat16" else cpu_bf16_gemm.bt_f32_available()
+
+
+def _explicit_simd_result(c: Any) -> bool:
+    """Whether a result may come from the CPU device's explicit-SIMD kernels (codegen/
+    cpu_bf16_dot.py): written by the host's addresses (not a USM device array, not a torch
+    tensor off the CPU), on a target without DPAS, not under the interpreter."""
+    if _interpreting() or _is_usm(c) or (_is_torch(c) and c.device.type != "cpu"):
+        return False
+    return not get_target(current_target()).has_dpas
 
 
 def _gemm_bt(a: Any, b: Any, c: Any) -> bool:
@@ -969,23 +976,20 @@ def _dot_bf16_applies(a: Any, b: Any, c: Any) -> bool:
     1.1-1.7 ms; torch 5.3) and than the skinny kernel from 3 rows (_DOT_BF16_MIN_M); and they
     need no autotuning."""
     M = a.shape[0]
-    if M < _DOT_BF16_MIN_M or _interpreting() or _is_usm(c):
+    if M < _DOT_BF16_MIN_M or any(_dtype_name(x) != "bfloat16" for x in (a, b, c)):
         return False
     if M <= GEMV_MAX_M and (_strides(b)[1] != 1 or b.shape[1] % cpu_bf16_dot.ROWS_NR):
         return False   # (packing b would cost more than the skinny kernel's call)
-    if _dtype_name(a) != "bfloat16" or _dtype_name(b) != "bfloat16" or _dtype_name(c) != "bfloat16":
-        return False
-    if _is_torch(c) and c.device.type != "cpu":
-        return False
-    return not get_target(current_target()).has_dpas and cpu_bf16_gemm.available()
+    return _explicit_simd_result(c) and cpu_bf16_gemm.available()
 
 
 def _dot_bf16(a: Any, b: Any, c: Any) -> bool:
     """``c = a @ b`` by the CPU's bf16 dot products (``xejit.cpu_bf16_gemm``) where the device has
     them and the operands are bf16 host arrays (numpy, or torch CPU tensors through their views)
-    with unit column strides for ``a`` and ``c``; False (nothing done) otherwise. Against the
-    packed fp32 kernels, which widen bf16 to fp32: 2048^3 ~190 -> ~290 GFLOP/s (torch 370-427;
-    benchmarks/run.py, docs/autotune-and-matmul.md)."""
+    with unit column strides for ``a`` and ``c``; False (nothing done) otherwise (also the
+    check of a remembered "packed" recipe: :func:`_packed` calls it first). Against the packed
+    fp32 kernels, which widen bf16 to fp32: 2048^3 199 -> 411-427 GFLOP/s (torch 409-418 in the
+    same runs; benchmarks/run.py, docs/autotune-and-matmul.md)."""
     if any(_dtype_name(x) != "bfloat16" for x in (a, b, c)) or not cpu_bf16_gemm.available():
         return False
     a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)

@@ -35,6 +35,7 @@ from llvmlite import ir
 
 from .. import options
 from . import builtins as bi
+from .lower_generic import cpu_flags
 from .spirv import rename_imports, to_spirv as emit_spirv
 
 #: the placeholder name of the imported dot-product function, renamed in the SPIR-V
@@ -80,14 +81,35 @@ def _splat(b: ir.IRBuilder, x: ir.Value, vt: ir.VectorType) -> ir.Value:
     return b.shuffle_vector(v, ir.Constant(vt, None), ir.Constant(ir.VectorType(bi.I32, vt.count), [0] * vt.count))
 
 
-def _round_bf16(b: ir.IRBuilder, acc: ir.Value) -> ir.Value:
-    """<16 x float> -> <16 x i16> bf16 bits, nearest-even; NaN a quiet NaN (ir.core.f32_to_bf16_bits)."""
-    bits = b.bitcast(acc, VI32)
-    one, sixteen = ir.Constant(VI32, [1] * 16), ir.Constant(VI32, [16] * 16)
-    lsb = b.and_(b.lshr(bits, sixteen), one)
-    r = b.lshr(b.add(b.add(bits, ir.Constant(VI32, [0x7FFF] * 16)), lsb), sixteen)
-    r = b.select(b.fcmp_unordered("uno", acc, acc), ir.Constant(VI32, [0x7FC0] * 16), r)
-    return b.trunc(r, VI16)
+def _round_bf16(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """float or <16 x float> -> its bf16 bits (i16 or <16 x i16>), nearest-even; NaN a quiet NaN
+    (ir.core.f32_to_bf16_bits)."""
+    vec = isinstance(x.type, ir.VectorType)
+    ity, hty = (VI32, VI16) if vec else (bi.I32, bi.I16)
+    k = (lambda v: ir.Constant(VI32, [v] * 16)) if vec else bi.I32   # noqa: E731
+    bits = b.bitcast(x, ity)
+    lsb = b.and_(b.lshr(bits, k(16)), k(1))
+    r = b.lshr(b.add(b.add(bits, k(0x7FFF)), lsb), k(16))
+    r = b.select(b.fcmp_unordered("uno", x, x), k(0x7FC0), r)
+    return b.trunc(r, hty)
+
+
+def _phis(b: ir.IRBuilder, rows: int, cols: int, ty: ir.Type, incoming: list) -> list[list[ir.Instruction]]:
+    """A rows x cols grid of phis of type ``ty``, each given ``incoming``: (value or grid of
+    values, block) pairs (the accumulators at a loop head or a join)."""
+    grid = [[b.phi(ty) for _ in range(cols)] for _ in range(rows)]
+    for value, block in incoming:
+        for r in range(rows):
+            for t in range(cols):
+                grid[r][t].add_incoming(value[r][t] if isinstance(value, list) else value, block)
+    return grid
+
+
+def _add_incoming(grid: list, values: list, block: ir.Block) -> None:
+    """Give each phi of ``grid`` its value of ``values`` from ``block`` (a loop's back edge)."""
+    for row, vals in zip(grid, values):
+        for phi, v in zip(row, vals):
+            phi.add_incoming(v, block)
 
 
 def gemm_module(packed: bool = True) -> ir.Module:
@@ -145,10 +167,7 @@ def gemm_module(packed: bool = True) -> ir.Module:
     b.position_at_end(loop)
     kk = b.phi(I64, "kk")
     kk.add_incoming(I64(0), entry)
-    accs = [[b.phi(VF32, f"acc{r}_{g}") for g in range(ng)] for r in range(mr)]
-    for row in accs:
-        for x in row:
-            x.add_incoming(zero, entry)
+    accs = _phis(b, mr, ng, VF32, [(zero, entry)])
     bv = words(b, kk)
     new = []
     for r in range(mr):
@@ -159,18 +178,12 @@ def gemm_module(packed: bool = True) -> ir.Module:
         new.append([b.call(dot, [accs[r][g], asp, bv[g]]) for g in range(ng)])
     kk1 = b.add(kk, I64(1))
     kk.add_incoming(kk1, loop)
-    for r in range(mr):
-        for g in range(ng):
-            accs[r][g].add_incoming(new[r][g], loop)
+    _add_incoming(accs, new, loop)
     b.cbranch(b.icmp_signed("<", kk1, k2), loop, tail)
 
     # an odd K: the last k as a pair with a zero (the packed B's second half is zero there)
     b.position_at_end(tail)
-    acc_t = [[b.phi(VF32) for g in range(ng)] for r in range(mr)]
-    for r in range(mr):
-        for g in range(ng):
-            acc_t[r][g].add_incoming(zero, entry)
-            acc_t[r][g].add_incoming(new[r][g], loop)
+    acc_t = _phis(b, mr, ng, VF32, [(zero, entry), (new, loop)])
     b.cbranch(b.icmp_signed("<", b.shl(k2, I64(1)), K), tail_pair, done)
 
     b.position_at_end(tail_pair)
@@ -183,11 +196,7 @@ def gemm_module(packed: bool = True) -> ir.Module:
     b.branch(done)
 
     b.position_at_end(done)
-    fin = [[b.phi(VF32) for g in range(ng)] for r in range(mr)]
-    for r in range(mr):
-        for g in range(ng):
-            fin[r][g].add_incoming(acc_t[r][g], tail)
-            fin[r][g].add_incoming(acc_o[r][g], tail_pair)
+    fin = _phis(b, mr, ng, VF32, [(acc_t, tail), (acc_o, tail_pair)])
     n0 = b.mul(p, I64(nr))
     for r in range(mr):
         row = b.add(i0, I64(r))
@@ -372,10 +381,7 @@ def gemm_bt_module(bf16: bool, mr: int = BT_MR, nt: int = BT_NT) -> ir.Module:
     b.position_at_end(loop)
     k = b.phi(I64)
     k.add_incoming(I64(0), entry)
-    acc = [[b.phi(VF32) for _ in range(nt)] for _ in range(mr)]
-    for row in acc:
-        for x in row:
-            x.add_incoming(zero, entry)
+    acc = _phis(b, mr, nt, VF32, [(zero, entry)])
 
     def vec(base, off):
         x = b.load(b.gep(base, [b.add(off, k)], source_etype=elt), typ=vload)
@@ -387,17 +393,11 @@ def gemm_bt_module(bf16: bool, mr: int = BT_MR, nt: int = BT_NT) -> ir.Module:
             for t in range(nt)] for r in range(mr)]
     k1 = b.add(k, I64(step))
     k.add_incoming(k1, loop)
-    for r in range(mr):
-        for t in range(nt):
-            acc[r][t].add_incoming(new[r][t], loop)
+    _add_incoming(acc, new, loop)
     b.cbranch(b.icmp_signed("<", k1, kv), loop, after)
 
     b.position_at_end(after)
-    fin = [[b.phi(VF32) for _ in range(nt)] for _ in range(mr)]
-    for r in range(mr):
-        for t in range(nt):
-            fin[r][t].add_incoming(zero, entry)
-            fin[r][t].add_incoming(new[r][t], loop)
+    fin = _phis(b, mr, nt, VF32, [(zero, entry), (new, loop)])
     sums = [[_hsum(b, fin[r][t]) for t in range(nt)] for r in range(mr)]
 
     # the k past the last whole vector, one at a time
@@ -407,7 +407,7 @@ def gemm_bt_module(bf16: bool, mr: int = BT_MR, nt: int = BT_NT) -> ir.Module:
     b.position_at_end(tail)
     kt = b.phi(I64)
     kt.add_incoming(kv, pre)
-    part = [[b.phi(bi.F32) for _ in range(nt)] for _ in range(mr)]
+    part = _phis(b, mr, nt, bi.F32, [(sums, pre)])
 
     def scalar(base, off):
         x = b.load(b.gep(base, [b.add(off, kt)], source_etype=elt), typ=elt)
@@ -415,20 +415,13 @@ def gemm_bt_module(bf16: bool, mr: int = BT_MR, nt: int = BT_NT) -> ir.Module:
     at = [scalar(a, o) for o in arow]
     btv = [scalar(bt, o) for o in brow]
     nxt = [[b.fadd(part[r][t], b.fmul(at[r], btv[t])) for t in range(nt)] for r in range(mr)]
-    for r in range(mr):
-        for t in range(nt):
-            part[r][t].add_incoming(sums[r][t], pre)
-            part[r][t].add_incoming(nxt[r][t], tail)
+    _add_incoming(part, nxt, tail)
     kt1 = b.add(kt, I64(1))
     kt.add_incoming(kt1, tail)
     b.cbranch(b.icmp_signed("<", kt1, K), tail, store)
 
     b.position_at_end(store)
-    out = [[b.phi(bi.F32) for _ in range(nt)] for _ in range(mr)]
-    for r in range(mr):
-        for t in range(nt):
-            out[r][t].add_incoming(sums[r][t], pre)
-            out[r][t].add_incoming(nxt[r][t], tail)
+    out = _phis(b, mr, nt, bi.F32, [(sums, pre), (nxt, tail)])
     for r in range(mr):
         row = b.add(i0, I64(r))
         for t in range(nt):
@@ -438,9 +431,7 @@ def gemm_bt_module(bf16: bool, mr: int = BT_MR, nt: int = BT_NT) -> ir.Module:
             b.position_at_end(yes)
             v = out[r][t]
             if bf16:
-                bits = b.bitcast(v, bi.I32)
-                r16 = b.lshr(b.add(b.add(bits, bi.I32(0x7FFF)), b.and_(b.lshr(bits, bi.I32(16)), bi.I32(1))), bi.I32(16))
-                v = b.trunc(b.select(b.fcmp_unordered("uno", v, v), bi.I32(0x7FC0), r16), bi.I16)
+                v = _round_bf16(b, v)
             b.store(v, b.gep(c, [b.add(b.mul(row, ldc), col)], source_etype=elt))
             b.branch(no)
             b.position_at_end(no)
@@ -475,12 +466,7 @@ def cpu_has_bf16_dot() -> bool:
         return False
     if os.environ.get("CL_CONFIG_CPU_TARGET_ARCH", "").strip():
         return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "").split()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags
+    return "avx512_bf16" in cpu_flags()
 
 
 #: the kernels by name
@@ -491,6 +477,16 @@ MODULES = {"dot_bf16_gemm": gemm_module, "dot_bf16_gemm_rows": functools.partial
 
 
 @functools.lru_cache(maxsize=None)
+def _module(name: str) -> ir.Module:
+    return MODULES[name]()
+
+
+@functools.lru_cache(maxsize=None)
 def spirv_module(name: str) -> bytes:
     """The SPIR-V of kernel ``name`` (emitted once per process: 10-110 ms)."""
-    return to_spirv(MODULES[name]())
+    return to_spirv(_module(name))
+
+
+def kernel_args(name: str) -> int:
+    """How many arguments kernel ``name`` takes."""
+    return len(_module(name).get_global(name).args)

@@ -48,12 +48,16 @@ def cpu_vector_registers() -> tuple[int, int]:
     arch = os.environ.get("CL_CONFIG_CPU_TARGET_ARCH", "").strip().lower()
     if arch:
         return (32, 64) if any(n in arch for n in _AVX512_ARCHS) else (16, 32)
+    return (32, 64) if "avx512f" in cpu_flags() else (16, 32)
+
+
+def cpu_flags() -> frozenset[str]:
+    """The host CPU's feature flags (/proc/cpuinfo; empty where it cannot be read)."""
     try:
         with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "").split()
+            return frozenset(next((line for line in f if line.startswith("flags")), "").split())
     except OSError:
-        flags = []
-    return (32, 64) if "avx512f" in flags else (16, 32)
+        return frozenset()
 
 
 #: the CPU device's vector registers (:func:`cpu_vector_registers`); GEMM register strips are
