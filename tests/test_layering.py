@@ -16,7 +16,7 @@ LAYERS = [
     ("xejit.ir", 1),
     ("xejit.language", 2), ("xejit.frontend", 2), ("xejit.codegen", 2), ("xejit.toolchain", 2),
     ("xejit.runtime", 3),
-    ("xejit.arguments", 4), ("xejit.launch_plan", 4), ("xejit.device_launch", 4), ("xejit.cpu_bf16_gemm", 4),
+    ("xejit.arguments", 4), ("xejit.launch_plan", 4), ("xejit.device_launch", 4), ("xejit.cpu_simd_gemm", 4),
     ("xejit.jit", 5),
     ("xejit.autotuner", 6),
     ("xejit.kernels", 7),

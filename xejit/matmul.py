@@ -39,10 +39,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .errors import XejitTypeError, XejitValueError
-from . import cpu_bf16_gemm, language as xl, options
+from . import cpu_simd_gemm, language as xl, options
 from .arguments import is_torch
 from .autotuner import autotune, current_target, estimate_gemm, gemm_resources
-from .codegen import cpu_bf16_dot, lower_generic
+from .codegen import cpu_bf16_dot, cpu_gemv, lower_generic
 from .codegen.passes.pipelining import PREFETCH_WAR_READS
 from .codegen.targets import get_target
 from .ir.core import bf16_bits_to_f32, f32, f32_to_bf16_bits, numpy_dtype
@@ -385,6 +385,10 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None, out: np.ndarray 
         if act is not None or not _gemv_replay(a, b, c):
             _gemv(a, b, None, c, acc, act)
         return c
+    if r[0] == "simd_gemv":   # the decode GEMV of explicit SIMD
+        _, shape, rdtype = r
+        c = np.empty(shape, rdtype) if out is None else out
+        return c if _gemv_simd(a, b, c) else None
     if r[0] == "bt":   # dot products of a's rows and b's columns, b read in place
         _, shape, rdtype = r
         c = np.empty(shape, rdtype) if out is None else out
@@ -430,6 +434,10 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
     if bias is None and activation is None and _dot_bf16_applies(a2, b2, c2) and _dot_bf16(a2, b2, c2):
         if recipe is not None:
             _remember(recipe, ("packed", tuple(c2.shape), c2.dtype))
+        return
+    if bias is None and activation is None and _gemv_simd_applies(a2, b2, c2) and _gemv_simd(a2, b2, c2):
+        if recipe is not None:
+            _remember(recipe, ("simd_gemv", tuple(c2.shape), c2.dtype))
         return
     if _gemv_applies(a2, b2, c2):
         _gemv(a2, b2, bias, c2, acc, activation)
@@ -933,7 +941,35 @@ def _bt_applies(a: Any, b: Any, c: Any) -> bool:
         return False
     if not _explicit_simd_result(c):
         return False
-    return cpu_bf16_gemm.available() if name == "bfloat16" else cpu_bf16_gemm.bt_f32_available()
+    return cpu_simd_gemm.available() if name == "bfloat16" else cpu_simd_gemm.fma_available()
+
+
+def _gemv_simd_applies(a: Any, b: Any, c: Any) -> bool:
+    """An fp32 or bf16 decode step (M up to the explicit-SIMD GEMV's rows, a large row-major b)
+    into a host-visible result on the CPU device: codegen/cpu_gemv.py's kernel, which reads b in
+    sequential row streams (the skinny gemv_kernel keeps the other dtypes, epilogues and more
+    rows). Kernel alone, 1x2048x2048 fp32, 15 alternating series, one process: 146 us against
+    157 for gemv_kernel (per-series ratio 0.91); host time a call ~9 us against ~16."""
+    M, K = a.shape
+    N = b.shape[1]
+    if M > max(cpu_gemv.ROWS) or K * N < _GEMV_MIN_ELEMENTS or _strides(b)[1] != 1:
+        return False
+    name = _dtype_name(a)
+    if name not in ("float32", "bfloat16") or _dtype_name(b) != name or _dtype_name(c) != name:
+        return False
+    return _explicit_simd_result(c) and cpu_simd_gemm.fma_available()
+
+
+def _gemv_simd(a: Any, b: Any, c: Any) -> bool:
+    """``c = a @ b`` by ``cpu_simd_gemm.gemv`` where the operands are host arrays (numpy, or torch
+    CPU tensors through their views) with unit column strides for ``a`` and ``b``; False (nothing
+    done) otherwise."""
+    a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or type(c) is not np.ndarray \
+            or a.strides[1] != a.itemsize or b.strides[1] != b.itemsize:
+        return False
+    cpu_simd_gemm.gemv(a, b, c)
+    return True
 
 
 def _explicit_simd_result(c: Any) -> bool:
@@ -946,14 +982,14 @@ def _explicit_simd_result(c: Any) -> bool:
 
 
 def _gemm_bt(a: Any, b: Any, c: Any) -> bool:
-    """``c = a @ b`` by ``cpu_bf16_gemm.gemm_bt`` where the operands are host arrays (numpy, or
+    """``c = a @ b`` by ``cpu_simd_gemm.gemm_bt`` where the operands are host arrays (numpy, or
     torch CPU tensors through their views) with unit column strides for ``a`` and ``c``; False
     (nothing done) otherwise."""
     a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
     if not all(type(x) is np.ndarray for x in (a, b, c)) or a.strides[1] != a.itemsize \
             or c.strides[1] != c.itemsize or b.strides[0] != b.itemsize:
         return False
-    cpu_bf16_gemm.gemm_bt(a, b, c)
+    cpu_simd_gemm.gemm_bt(a, b, c)
     return True
 
 
@@ -980,22 +1016,22 @@ def _dot_bf16_applies(a: Any, b: Any, c: Any) -> bool:
         return False
     if M <= GEMV_MAX_M and (_strides(b)[1] != 1 or b.shape[1] % cpu_bf16_dot.ROWS_NR):
         return False   # (packing b would cost more than the skinny kernel's call)
-    return _explicit_simd_result(c) and cpu_bf16_gemm.available()
+    return _explicit_simd_result(c) and cpu_simd_gemm.available()
 
 
 def _dot_bf16(a: Any, b: Any, c: Any) -> bool:
-    """``c = a @ b`` by the CPU's bf16 dot products (``xejit.cpu_bf16_gemm``) where the device has
+    """``c = a @ b`` by the CPU's bf16 dot products (``xejit.cpu_simd_gemm``) where the device has
     them and the operands are bf16 host arrays (numpy, or torch CPU tensors through their views)
     with unit column strides for ``a`` and ``c``; False (nothing done) otherwise (also the
     check of a remembered "packed" recipe: :func:`_packed` calls it first). Against the packed
     fp32 kernels, which widen bf16 to fp32: 2048^3 199 -> 411-427 GFLOP/s (torch 409-418 in the
     same runs; benchmarks/run.py, docs/autotune-and-matmul.md)."""
-    if any(_dtype_name(x) != "bfloat16" for x in (a, b, c)) or not cpu_bf16_gemm.available():
+    if any(_dtype_name(x) != "bfloat16" for x in (a, b, c)) or not cpu_simd_gemm.available():
         return False
     a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
     if not all(type(x) is np.ndarray for x in (a, b, c)) or a.strides[1] != 2 or c.strides[1] != 2:
         return False
-    cpu_bf16_gemm.gemm(a, b, c)
+    cpu_simd_gemm.gemm(a, b, c)
     return True
 
 

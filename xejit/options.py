@@ -31,7 +31,7 @@ notebook) is honoured at the next compile or launch, and nothing is parsed twice
                           to a CPU without one; runtime/cpu_threads.py)
 ``XEJIT_CPU_BF16_DOT``    ``0``: bf16 GEMMs on the CPU device keep the fp32 kernels even where the
                           CPU has bf16 dot products (default: used where the probe passes;
-                          xejit/cpu_bf16_gemm.py)
+                          xejit/cpu_simd_gemm.py)
 ========================  ===============================================================
 
 Flags are off when unset, empty, ``0``, ``false``, ``no`` or ``off`` (any case).

@@ -12,7 +12,7 @@ TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.b
 
 
 def rand(rng: np.random.Generator, shape, dtype: str, lib: str = "numpy"):
-    """Random non-zero values (ints: +-1..+-127), as numpy or torch."""
+    """Random non-zero values (ints: +-1..+-127), as numpy (bfloat16: ml_dtypes') or torch."""
     if dtype == "int8":
         x = rng.integers(1, 128, shape) * rng.choice([-1, 1], shape)
         x = x.astype(np.int8)
@@ -21,9 +21,15 @@ def rand(rng: np.random.Generator, shape, dtype: str, lib: str = "numpy"):
         x[x == 0] = 0.5
     if lib == "torch":
         return torch.from_numpy(np.asarray(x)).to(TORCH[dtype])
+    return np.asarray(x).astype(_numpy_dtype(dtype))
+
+
+def _numpy_dtype(dtype: str):
+    """numpy's dtype of a name (bfloat16: ml_dtypes', which numpy does not know by name)."""
     if dtype == "bfloat16":
-        raise ValueError("numpy has no bfloat16")
-    return np.asarray(x).astype(dtype)
+        import ml_dtypes
+        return ml_dtypes.bfloat16
+    return dtype
 
 
 def f64(x) -> np.ndarray:
@@ -36,7 +42,7 @@ def poisoned(shape, dtype: str, lib: str):
     if lib == "torch":
         t = torch.empty(shape, dtype=TORCH[dtype])
         return t.fill_(-12345 if dtype == "int32" else float("nan"))
-    return np.full(shape, -12345 if dtype == "int32" else np.nan, dtype)
+    return np.full(shape, -12345 if dtype == "int32" else np.nan, _numpy_dtype(dtype))
 
 
 def check(out, ref: np.ndarray, dtype: str) -> None:

@@ -64,9 +64,9 @@ def test_power_of_two_pitch_b_is_padded_on_the_cpu_device(dtype, lib, monkeypatc
     result is the same GEMM. (The tuned GEMM's: bf16 takes the bf16 dot-product kernels where
     the CPU has them, test_bf16_dot.py, so they are switched off here.)"""
     import sys
-    from xejit import cpu_bf16_gemm
+    from xejit import cpu_simd_gemm
     xm = sys.modules["xejit.matmul"]   # (xejit.matmul is also the function)
-    monkeypatch.setattr(cpu_bf16_gemm, "available", lambda: False)
+    monkeypatch.setattr(cpu_simd_gemm, "available", lambda: False)
     seen = []
     real = xm._padded_pitch
     monkeypatch.setattr(xm, "_padded_pitch", lambda b, m: seen.append(real(b, m)) or seen[-1])

@@ -110,10 +110,10 @@ def test_16_bit_floats_take_the_packed_kernel(dtype, lib, K, packed_calls, monke
     """fp16 / bf16 operands are widened to fp32 by the packing; the sums go to an fp32 scratch c,
     rounded once into the 16-bit result (edges: M, N, K not multiples of the blocks). (bf16
     takes the bf16 dot-product kernels where the CPU has them: test_bf16_dot.py; not here.)"""
-    from xejit import cpu_bf16_gemm
+    from xejit import cpu_simd_gemm
     from xejit.autotuner import current_target
     from xejit.codegen.targets import get_target
-    monkeypatch.setattr(cpu_bf16_gemm, "available", lambda: False)
+    monkeypatch.setattr(cpu_simd_gemm, "available", lambda: False)
     rng = np.random.default_rng(len(dtype) + K)
     a, b = rand(rng, (100, K), dtype, lib), rand(rng, (K, 90), dtype, lib)
     out = poisoned((100, 90), dtype, lib)

@@ -30,6 +30,13 @@ def _k(m: int) -> int:
     return (xm._GEMV_BLOCKED_MID_K if m > 16 else xm._GEMV_BLOCKED_MIN_K) + 8
 
 
+@pytest.fixture(autouse=True)
+def _skinny_kernel_only(monkeypatch):
+    """These tests are of gemv_kernel: fp32 and bf16 decode steps (M <= 2) take codegen/cpu_gemv.py's
+    kernel by default (tests/matmul/test_gemv_simd.py); here they keep gemv_kernel."""
+    monkeypatch.setattr(xm, "_gemv_simd_applies", lambda a, b, c: False)
+
+
 @pytest.fixture
 def gemv_calls(monkeypatch):
     """The (M, N, K) of every call that took the skinny kernel (a repeated one may replay it)."""

@@ -28,7 +28,6 @@ Example:
 """
 from __future__ import annotations
 
-import functools
 import os
 
 from llvmlite import ir
@@ -467,26 +466,3 @@ def cpu_has_bf16_dot() -> bool:
     if os.environ.get("CL_CONFIG_CPU_TARGET_ARCH", "").strip():
         return False
     return "avx512_bf16" in cpu_flags()
-
-
-#: the kernels by name
-MODULES = {"dot_bf16_gemm": gemm_module, "dot_bf16_gemm_rows": functools.partial(gemm_module, packed=False),
-           "dot_bf16_pack_b": pack_b_module, "dot_bf16_probe": probe_module,
-           **{bt_name(bf16, *blk): functools.partial(gemm_bt_module, bf16, *blk)
-              for bf16 in (True, False) for blk in ((BT_MR, BT_NT), BT_SKINNY)}}
-
-
-@functools.lru_cache(maxsize=None)
-def _module(name: str) -> ir.Module:
-    return MODULES[name]()
-
-
-@functools.lru_cache(maxsize=None)
-def spirv_module(name: str) -> bytes:
-    """The SPIR-V of kernel ``name`` (emitted once per process: 10-110 ms)."""
-    return to_spirv(_module(name))
-
-
-def kernel_args(name: str) -> int:
-    """How many arguments kernel ``name`` takes."""
-    return len(_module(name).get_global(name).args)

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import options
-from .codegen import cpu_bf16_dot as dot
+from .codegen import cpu_bf16_dot as dot, cpu_gemv, cpu_simd
 from .errors import BuildError, LaunchError
 from .ir.core import numpy_dtype
 from .runtime import cpu_threads, usm
@@ -52,10 +52,10 @@ def _direct(name: str) -> DirectLaunch:
     key = (name, device.filter_string)
     launch = _LAUNCHES.get(key)
     if launch is None:
-        prog = build_program(dot.spirv_module(name), device)
+        prog = build_program(cpu_simd.spirv_module(name), device)
         if prog.direct is None:
             raise LaunchError(f"{name}: the device's program has no OpenCL handle for a direct launch")
-        launch = _LAUNCHES[key] = DirectLaunch(prog.direct, name, [None] * dot.kernel_args(name))
+        launch = _LAUNCHES[key] = DirectLaunch(prog.direct, name, [None] * cpu_simd.kernel_args(name))
     return launch
 
 
@@ -100,9 +100,9 @@ def available() -> bool:
     return ok
 
 
-def bt_f32_available() -> bool:
-    """Whether the default device runs the fp32 kernels of :func:`gemm_bt` (plain FMAs: the CPU
-    device, reading host memory, its program direct-launchable)."""
+def fma_available() -> bool:
+    """Whether the default device runs the kernels of plain FMAs (:func:`gemm_bt`'s fp32 ones,
+    :func:`gemv`'s): the CPU device, reading host memory, its programs direct-launchable."""
     device = default_device()
     return device.sycl_device.is_cpu and device.target == "generic" and device.system_memory
 
@@ -177,10 +177,10 @@ def _plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _Plan:
     M, K = a.shape
     N = b.shape[1]
     if not (a.dtype == b.dtype == c.dtype == _BFLOAT16):
-        raise TypeError(f"cpu_bf16_gemm.gemm takes bfloat16 arrays, got {a.dtype}, {b.dtype} -> {c.dtype}")
+        raise TypeError(f"cpu_simd_gemm.gemm takes bfloat16 arrays, got {a.dtype}, {b.dtype} -> {c.dtype}")
     if (a.strides[1] != 2 and K > 1) or (c.strides[1] != 2 and N > 1) or c.shape != (M, N) or b.shape[0] != K \
             or any(s % 2 for s in a.strides + b.strides + c.strides):
-        raise ValueError(f"cpu_bf16_gemm.gemm: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
+        raise ValueError(f"cpu_simd_gemm.gemm: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
                          f"{a.strides}, {b.strides}, {c.strides}: needs matching shapes, unit column "
                          f"strides for a and c, whole elements")
     device = default_device()
@@ -211,11 +211,11 @@ def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     it = a.itemsize
     bf16 = a.dtype == _BFLOAT16
     if not (a.dtype == b.dtype == c.dtype) or not (bf16 or a.dtype == np.float32):
-        raise TypeError(f"cpu_bf16_gemm.gemm_bt takes float32 or bfloat16 arrays of one dtype, got "
+        raise TypeError(f"cpu_simd_gemm.gemm_bt takes float32 or bfloat16 arrays of one dtype, got "
                         f"{a.dtype}, {b.dtype} -> {c.dtype}")
     if (a.strides[1] != it and K > 1) or (c.strides[1] != it and N > 1) or (b.strides[0] != it and K > 1) \
             or c.shape != (M, N) or b.shape[0] != K or any(s % it for s in a.strides + b.strides + c.strides):
-        raise ValueError(f"cpu_bf16_gemm.gemm_bt: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
+        raise ValueError(f"cpu_simd_gemm.gemm_bt: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
                          f"{a.strides}, {b.strides}, {c.strides}: needs matching shapes, unit column strides "
                          f"for a and c, a column-major b")
     if M == 0 or N == 0:
@@ -229,3 +229,101 @@ def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     ptr = lambda x: x.__array_interface__["data"][0]   # noqa: E731
     _run(_direct(name), grid, (ctypes.c_size_t * 2)(1, 1),
          (ptr(a), ptr(b), ptr(c), M, N, K, a.strides[0] // it, b.strides[1] // it, c.strides[0] // it))
+
+
+#: the decode GEMV's K slices (work-groups of one work-item, shared by the runtime's threads:
+#: 2 slices left one thread waiting for the other, 237 us against 164-176 with 4-16;
+#: codegen/cpu_gemv.py)
+GEMV_SLICES = 8
+#: elements past N in each row of the GEMV's partial sums, and their first element half a page
+#: from b's offset in its page: the kernel's loads of b and its loads and stores of the sums
+#: then do not share L1 sets and 4 KB-aliasing offsets (as matmul._GEMV_P_GAP)
+_GEMV_P_PAD, _GEMV_P_GAP = 16, 2048
+
+
+class _GemvPlan(NamedTuple):
+    """What :func:`gemv` launches for one set of shapes, strides and b's page offset."""
+    device: object
+    launch: DirectLaunch
+    grid: object
+    ones: object
+    scalars: tuple                     # N, K, lda, ldb, ldp, ks
+    p: np.ndarray                      # the scratch buffer of the partial sums (held: never stale)
+    p_addr: int
+    parts: np.ndarray                  # its [slices, M, N] view
+
+
+def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """``c = a @ b`` for up to ``max(cpu_gemv.ROWS)`` rows of ``a`` (a decode step) and a row-major
+    ``b``, fp32 or bf16 host arrays of one dtype, ``a`` and ``b`` with unit column strides, ``c``
+    not overlapping them: codegen/cpu_gemv.py's kernel writes the sums of GEMV_SLICES slices of K
+    (fp32, FMAs), added here into ``c`` (bf16: rounded nearest-even). Call where
+    :func:`fma_available`.
+
+    Example:
+        >>> a = np.ones((1, 256), np.float32); b = np.full((256, 512), 0.5, np.float32)
+        >>> c = np.empty((1, 512), np.float32)
+        >>> if fma_available():
+        ...     gemv(a, b, c)
+        ... else:
+        ...     c[...] = a @ b
+        >>> float(c[0, 7])
+        128.0
+    """
+    pb = b.__array_interface__["data"][0]
+    key = (a.shape, a.strides, b.shape, b.strides, c.shape, a.dtype, b.dtype, c.dtype, pb % 4096)
+    plans = getattr(_SCRATCH, "gemv_plans", None)
+    plan = None if plans is None else plans.get(key)
+    if plan is None or plan.device is not default_device():
+        plan = _gemv_plan(a, b, c)
+        if plan is None:
+            return
+        plans = getattr(_SCRATCH, "gemv_plans", None)   # (_gemv_plan may have replaced them)
+        if plans is None or len(plans) >= 16:
+            plans = _SCRATCH.gemv_plans = {}
+        plans[key] = plan
+    _run(plan.launch, plan.grid, plan.ones, (a.__array_interface__["data"][0], pb, plan.p_addr) + plan.scalars)
+    if c.dtype == np.float32:
+        np.add.reduce(plan.parts, axis=0, out=c)
+    else:
+        c[...] = np.add.reduce(plan.parts, axis=0)
+
+
+def _gemv_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _GemvPlan | None:
+    """The plan of :func:`gemv` for these arrays' shapes and layout; None when there is nothing to
+    launch (an empty result, or zeros written for K = 0)."""
+    M, K = a.shape
+    N = b.shape[1]
+    it = a.itemsize
+    bf16 = a.dtype == _BFLOAT16
+    if not (a.dtype == b.dtype == c.dtype) or not (bf16 or a.dtype == np.float32):
+        raise TypeError(f"cpu_simd_gemm.gemv takes float32 or bfloat16 arrays of one dtype, got "
+                        f"{a.dtype}, {b.dtype} -> {c.dtype}")
+    if M > max(cpu_gemv.ROWS) or c.shape != (M, N) or b.shape[0] != K:
+        raise ValueError(f"cpu_simd_gemm.gemv: shapes {a.shape} @ {b.shape} -> {c.shape}: needs at most "
+                         f"{max(cpu_gemv.ROWS)} rows of a and matching shapes")
+    if M == 0 or N == 0:
+        return None
+    if K == 0:
+        c[...] = 0   # an empty sum
+        return None
+    if (a.strides[1] != it and K > 1) or (b.strides[1] != it and N > 1) or any(s % it for s in a.strides + b.strides):
+        raise ValueError(f"cpu_simd_gemm.gemv: strides {a.strides}, {b.strides} of a {a.shape} and b {b.shape}: "
+                         f"needs unit column strides for a and b, whole elements")
+    mr = min(r for r in cpu_gemv.ROWS if r >= M)
+    ks = -(-K // GEMV_SLICES)
+    ks = -(-ks // cpu_gemv.RB) * cpu_gemv.RB
+    slices = -(-K // ks)
+    ldp = N + _GEMV_P_PAD
+    words = slices * mr * ldp + 1024
+    buf = getattr(_SCRATCH, "gemv_p", None)
+    if buf is None or buf.size < words:
+        buf = _SCRATCH.gemv_p = usm.empty((words,), np.float32)
+        _SCRATCH.gemv_plans = {}   # (plans of the old buffer keep it alive until they go)
+    base = buf.ctypes.data
+    at = (b.__array_interface__["data"][0] + _GEMV_P_GAP - base) % 4096 // 4   # (elements)
+    p = buf[at:at + slices * mr * ldp].reshape(slices, mr, ldp)
+    lda = a.strides[0] // it if M > 1 else K
+    return _GemvPlan(default_device(), _direct(cpu_gemv.gemv_name(bf16, mr)), (ctypes.c_size_t * 1)(slices),
+                     (ctypes.c_size_t * 1)(1), (N, K, lda, b.strides[0] // it, ldp, ks), buf,
+                     base + 4 * at, p[:, :M, :N])
