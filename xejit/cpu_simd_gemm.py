@@ -31,6 +31,7 @@ from .errors import BuildError, LaunchError
 from .ir.core import numpy_dtype
 from .runtime import cpu_threads, usm
 from .runtime.device import default_device
+from .runtime.host_views import host_address
 from .runtime.opencl_launch import DirectLaunch
 from .runtime.program import build_program
 
@@ -153,8 +154,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         if a.shape[1] == 0:
             c[...] = 0   # an empty sum
         return
-    # (the addresses as the array interface gives them: .ctypes builds an object per access)
-    pa, pb, pc = a.__array_interface__["data"][0], b.__array_interface__["data"][0], c.__array_interface__["data"][0]
+    pa, pb, pc = host_address(a), host_address(b), host_address(c)
     if plan.pack is None:   # B read in place
         _run(plan.mm, plan.mm_grid, plan.ones, (pa, pb, pc) + plan.mm_args)
         return
@@ -226,9 +226,8 @@ def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     mr, nt = dot.BT_SKINNY if M == 1 else (dot.BT_MR, dot.BT_NT)
     name = dot.bt_name(bf16, mr, nt)
     grid = (ctypes.c_size_t * 2)(-(-M // mr), -(-N // nt))
-    ptr = lambda x: x.__array_interface__["data"][0]   # noqa: E731
     _run(_direct(name), grid, (ctypes.c_size_t * 2)(1, 1),
-         (ptr(a), ptr(b), ptr(c), M, N, K, a.strides[0] // it, b.strides[1] // it, c.strides[0] // it))
+         (host_address(a), host_address(b), host_address(c), M, N, K, a.strides[0] // it, b.strides[1] // it, c.strides[0] // it))
 
 
 #: the decode GEMV's K slices (work-groups of one work-item, shared by the runtime's threads:
@@ -247,17 +246,18 @@ class _GemvPlan(NamedTuple):
     launch: DirectLaunch
     grid: object
     ones: object
-    scalars: tuple                     # N, K, lda, ldb, ldp, ks
+    scalars: tuple                     # N, K, lda, ldb, ldp, ldc, ks, slices
     p: np.ndarray                      # the scratch buffer of the partial sums (held: never stale)
     p_addr: int
-    parts: np.ndarray                  # its [slices, M, N] view
+    done: np.ndarray                   # the kernel's counter of finished slices (in p's buffer)
+    done_addr: int
 
 
 def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """``c = a @ b`` for up to ``max(cpu_gemv.ROWS)`` rows of ``a`` (a decode step) and a row-major
     ``b``, fp32 or bf16 host arrays of one dtype, ``a`` and ``b`` with unit column strides, ``c``
-    not overlapping them: codegen/cpu_gemv.py's kernel writes the sums of GEMV_SLICES slices of K
-    (fp32, FMAs), added here into ``c`` (bf16: rounded nearest-even). Call where
+    not overlapping them: codegen/cpu_gemv.py's kernel sums GEMV_SLICES slices of K (fp32, FMAs),
+    and the last slice to finish adds them into ``c`` (bf16: rounded nearest-even). Call where
     :func:`fma_available`.
 
     Example:
@@ -270,8 +270,8 @@ def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         >>> float(c[0, 7])
         128.0
     """
-    pb = b.__array_interface__["data"][0]
-    key = (a.shape, a.strides, b.shape, b.strides, c.shape, a.dtype, b.dtype, c.dtype, pb % 4096)
+    pb = host_address(b)
+    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype, pb % 4096)
     plans = getattr(_SCRATCH, "gemv_plans", None)
     plan = None if plans is None else plans.get(key)
     if plan is None or plan.device is not default_device():
@@ -282,11 +282,14 @@ def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         if plans is None or len(plans) >= 16:
             plans = _SCRATCH.gemv_plans = {}
         plans[key] = plan
-    _run(plan.launch, plan.grid, plan.ones, (a.__array_interface__["data"][0], pb, plan.p_addr) + plan.scalars)
-    if c.dtype == np.float32:
-        np.add.reduce(plan.parts, axis=0, out=c)
-    else:
-        c[...] = np.add.reduce(plan.parts, axis=0)
+    if plan.launch is None:   # c's columns not contiguous: into a new array, then copied
+        tmp = np.empty(c.shape, c.dtype)
+        gemv(a, b, tmp)
+        c[...] = tmp
+        return
+    plan.done[0] = 0
+    _run(plan.launch, plan.grid, plan.ones, (host_address(a), pb, plan.p_addr, host_address(c),
+                                             plan.done_addr) + plan.scalars)
 
 
 def _gemv_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _GemvPlan | None:
@@ -310,20 +313,24 @@ def _gemv_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _GemvPlan | None:
     if (a.strides[1] != it and K > 1) or (b.strides[1] != it and N > 1) or any(s % it for s in a.strides + b.strides):
         raise ValueError(f"cpu_simd_gemm.gemv: strides {a.strides}, {b.strides} of a {a.shape} and b {b.shape}: "
                          f"needs unit column strides for a and b, whole elements")
+    device = default_device()
+    if (c.strides[1] != it and N > 1) or any(s % it for s in c.strides):
+        return _GemvPlan(device, None, None, None, (), None, 0, None, 0)
     mr = min(r for r in cpu_gemv.ROWS if r >= M)
     ks = -(-K // GEMV_SLICES)
     ks = -(-ks // cpu_gemv.RB) * cpu_gemv.RB
     slices = -(-K // ks)
     ldp = N + _GEMV_P_PAD
-    words = slices * mr * ldp + 1024
+    words = slices * mr * ldp + 1024 + 16
     buf = getattr(_SCRATCH, "gemv_p", None)
     if buf is None or buf.size < words:
         buf = _SCRATCH.gemv_p = usm.empty((words,), np.float32)
         _SCRATCH.gemv_plans = {}   # (plans of the old buffer keep it alive until they go)
     base = buf.ctypes.data
-    at = (b.__array_interface__["data"][0] + _GEMV_P_GAP - base) % 4096 // 4   # (elements)
-    p = buf[at:at + slices * mr * ldp].reshape(slices, mr, ldp)
+    at = (host_address(b) + _GEMV_P_GAP - base) % 4096 // 4   # (elements)
+    done = buf[-16:].view(np.uint32)[:1]   # (a cache line of its own past the sums)
     lda = a.strides[0] // it if M > 1 else K
-    return _GemvPlan(default_device(), _direct(cpu_gemv.gemv_name(bf16, mr)), (ctypes.c_size_t * 1)(slices),
-                     (ctypes.c_size_t * 1)(1), (N, K, lda, b.strides[0] // it, ldp, ks), buf,
-                     base + 4 * at, p[:, :M, :N])
+    ldc = c.strides[0] // it if M > 1 else N
+    return _GemvPlan(device, _direct(cpu_gemv.gemv_name(bf16, mr)), (ctypes.c_size_t * 1)(slices),
+                     (ctypes.c_size_t * 1)(1), (N, K, lda, b.strides[0] // it, ldp, ldc, ks, slices), buf,
+                     base + 4 * at, done, done.ctypes.data)

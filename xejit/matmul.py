@@ -385,10 +385,11 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None, out: np.ndarray 
         if act is not None or not _gemv_replay(a, b, c):
             _gemv(a, b, None, c, acc, act)
         return c
-    if r[0] == "simd_gemv":   # the decode GEMV of explicit SIMD
+    if r[0] == "simd_gemv":   # the decode GEMV of explicit SIMD (its operands' layout is the key's)
         _, shape, rdtype = r
         c = np.empty(shape, rdtype) if out is None else out
-        return c if _gemv_simd(a, b, c) else None
+        cpu_simd_gemm.gemv(a, b, c)
+        return c
     if r[0] == "bt":   # dot products of a's rows and b's columns, b read in place
         _, shape, rdtype = r
         c = np.empty(shape, rdtype) if out is None else out

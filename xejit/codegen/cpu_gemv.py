@@ -26,7 +26,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from . import builtins as bi
-from .cpu_bf16_dot import VF32, VI16, VI32, _loop, _min, _pointers, _splat
+from .cpu_bf16_dot import VF32, VI16, VI32, _loop, _min, _pointers, _round_bf16, _splat
 
 I64 = bi.I64
 #: rows of b a pass reads at a time (the streams the prefetcher follows; see the module docstring)
@@ -52,18 +52,22 @@ def _widen(b: ir.IRBuilder, x: ir.Value, bf16: bool) -> ir.Value:
 
 
 def gemv_module(bf16: bool, mr: int = 1) -> ir.Module:
-    """``gemv_rows_f32_<mr>`` / ``gemv_rows_bf16_<mr>(a, b, p, N, K, lda, ldb, ldp, ks)`` (a, b, p
-    addresses): work-group s (of one work-item) writes the mr rows p[s * mr + i, :N] (fp32, row
-    pitch ldp) = a[i, k0:k1] @ b[k0:k1, :] for k0 = s * ks, k1 = min(k0 + ks, K): ``a`` mr rows
-    of K contiguous elements (row pitch lda), ``b`` row-major (row pitch ldb), both fp32 or both
-    bf16 bits, products summed in fp32 with FMAs. ``ks`` is a multiple of RB but for the last
-    slice's rows; N any (blocks of NG x 16 columns, then 16, then one at a time)."""
+    """``gemv_rows_f32_<mr>`` / ``gemv_rows_bf16_<mr>(a, b, p, c, done, N, K, lda, ldb, ldp, ldc,
+    ks, slices)`` (a, b, p, c, done addresses): work-group s (of one work-item, ``slices`` of them)
+    writes the mr rows p[s * mr + i, :N] (fp32, row pitch ldp) = a[i, k0:k1] @ b[k0:k1, :] for
+    k0 = s * ks, k1 = min(k0 + ks, K): ``a`` mr rows of K contiguous elements (row pitch lda),
+    ``b`` row-major (row pitch ldb), both fp32 or both bf16 bits, products summed in fp32 with
+    FMAs. ``ks`` is a multiple of RB but for the last slice's rows; N any (blocks of NG x 16
+    columns, then 16, then one at a time). Then it adds 1 to the 32-bit counter at ``done``
+    (which the host zeroes before the launch); the work-group that finds ``slices - 1`` there
+    is the last, and writes c[i, :N] (row pitch ldc, a's dtype: bf16 rounded nearest-even) = the
+    sum of the slices' rows, in slice order."""
     name = gemv_name(bf16, mr)
     m = bi.new_module(name)
-    fn = bi.kernel(m, name, [I64] * 9)
+    fn = bi.kernel(m, name, [I64] * 13)
     entry = fn.append_basic_block("entry")
     b = ir.IRBuilder(entry)
-    a, bm, p, N, K, lda, ldb, ldp, ks = _pointers(b, fn.args, 3)
+    a, bm, p, c, done, N, K, lda, ldb, ldp, ldc, ks, slices = _pointers(b, fn.args, 5)
     elt, vload = (bi.I16, VI16) if bf16 else (bi.F32, VF32)
     s = bi.group_id(b, 0)
     k0 = b.mul(s, ks)
@@ -128,5 +132,50 @@ def gemv_module(bf16: bool, mr: int = 1) -> ir.Module:
     nblk = b.sdiv(b.sub(k1, k0), I64(RB))
     _loop(b, fn, I64(0), nblk, lambda b, i: rows_pass(b, b.add(k0, b.mul(i, I64(RB))), RB), "rows")
     _loop(b, fn, b.add(k0, b.mul(nblk, I64(RB))), k1, lambda b, k: rows_pass(b, k, 1), "row")
+
+    # the last work-group to finish adds the slices into c (seq_cst: its loads see every other
+    # work-group's stores made before their add)
+    old = b.atomic_rmw("add", done, bi.I32(1), "seq_cst")
+    last, end = fn.append_basic_block("last"), fn.append_basic_block("end")
+    b.cbranch(b.icmp_unsigned("==", b.zext(old, I64), b.sub(slices, I64(1))), last, end)
+    b.position_at_end(last)
+    for i in range(mr):
+        crow = b.gep(c, [b.mul(I64(i), ldc)], source_etype=elt)
+        for vec, lo, hi in ((True, I64(0), b.udiv(N, I64(16))), (False, n16, N)):
+            def col(b, j, vec=vec, crow=crow, i=i):
+                off = b.mul(j, I64(16)) if vec else j
+                ty = VF32 if vec else bi.F32
+                total = _sum_slices(b, fn, lambda b, t: load(b, b.gep(p, [b.add(b.mul(b.add(b.mul(t, I64(mr)), I64(i)), ldp), off)],
+                                                                       source_etype=bi.F32), ty), slices, ty)
+                out = b.gep(crow, [off], source_etype=elt)
+                if bf16:
+                    b.store(_round_bf16(b, total), out).align = 2
+                else:
+                    store(b, out, total)
+            _loop(b, fn, lo, hi, col, f"sum{i}_{'v' if vec else 's'}")
+    b.branch(end)
+    b.position_at_end(end)
     b.ret_void()
     return m
+
+
+def _sum_slices(b: ir.IRBuilder, fn: ir.Function, value, slices: ir.Value, ty: ir.Type) -> ir.Value:
+    """``value(b, 0) + value(b, 1) + ... + value(b, slices - 1)`` in that order (slices >= 1)."""
+    first = value(b, I64(0))
+    pre = b.block
+    head, exit_ = fn.append_basic_block("slice"), fn.append_basic_block("slice_end")
+    b.cbranch(b.icmp_signed("<", I64(1), slices), head, exit_)
+    b.position_at_end(head)
+    t, acc = b.phi(I64), b.phi(ty)
+    t.add_incoming(I64(1), pre)
+    acc.add_incoming(first, pre)
+    nxt = b.fadd(acc, value(b, t))
+    t1 = b.add(t, I64(1))
+    t.add_incoming(t1, head)
+    acc.add_incoming(nxt, head)
+    b.cbranch(b.icmp_signed("<", t1, slices), head, exit_)
+    b.position_at_end(exit_)
+    total = b.phi(ty)
+    total.add_incoming(first, pre)
+    total.add_incoming(nxt, head)
+    return total

@@ -16,6 +16,7 @@ Example:
 """
 from __future__ import annotations
 
+import ctypes
 import sys
 import weakref
 from typing import Any
@@ -84,3 +85,18 @@ def numpy_view(x: Any) -> Any:
     key = id(x)
     _views[key] = (weakref.ref(x, lambda r, k=key: _forget(r, k)), view, ptr, strides)
     return view
+
+
+def host_address(x: np.ndarray) -> int:
+    """The address of a numpy array's first element: through the buffer protocol where the array
+    gives a writable contiguous buffer (0.5 us), else its array interface (``ctypes.data`` and
+    ``__array_interface__`` build an object or a dict: 1.8-2.2 us, three times a GEMV call).
+
+    >>> x = np.arange(4.0)
+    >>> host_address(x) == x.__array_interface__["data"][0]
+    True
+    """
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(x))
+    except (TypeError, ValueError, BufferError):   # read-only, not contiguous, empty
+        return x.__array_interface__["data"][0]
