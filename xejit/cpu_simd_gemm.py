@@ -69,9 +69,10 @@ def _run(launch: DirectLaunch, grid, ones, args: tuple) -> None:
         raise LaunchError(f"{launch.name}: xejit's launches are closed (the interpreter is exiting)")
     k = launch.kernel()
     last = k.last
-    for slot, v in enumerate(args):
-        if last[slot] != v:
-            k.set(slot, ctypes.c_int64(v), v)
+    if tuple(last) != args:   # (one comparison in C: a repeated call changes an address or none)
+        for slot, v in enumerate(args):
+            if last[slot] != v:
+                k.set(slot, ctypes.c_int64(v), v)
     if cpu_threads._on_cpu:
         cpu_threads.before_launch()
     launch.run(k, len(grid), grid, ones)
@@ -201,11 +202,37 @@ def _plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _Plan:
                  (M, N, K, lda, ldc, 0), bp, addr, ones)
 
 
+class _BtPlan(NamedTuple):
+    """What :func:`gemm_bt` launches for one set of shapes and strides (its checks made once)."""
+    device: object
+    launch: DirectLaunch | None        # None: an empty result, or zeros (K = 0)
+    grid: object
+    ones: object
+    scalars: tuple                     # M, N, K, lda, ldb, ldc
+
+
 def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     """``c = a @ b`` for a column-major ``b`` (``b.T`` row-major: ``x @ w.T``), fp32 or bf16 host
     arrays of one dtype, ``a`` and ``c`` with unit column strides, ``c`` not overlapping them:
     dot products of rows read in place (codegen/cpu_bf16_dot.py, ``gemm_bt_module``); bf16 only
     where :func:`available`, fp32 on any CPU device that reads host memory."""
+    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype)
+    plans = getattr(_SCRATCH, "bt_plans", None)
+    plan = None if plans is None else plans.get(key)
+    if plan is None or plan.device is not default_device():
+        plan = _bt_plan(a, b, c)
+        if plans is None or len(plans) >= 16:
+            plans = _SCRATCH.bt_plans = {}
+        plans[key] = plan
+    if plan.launch is None:
+        if a.shape[1] == 0:
+            c[...] = 0   # an empty sum
+        return
+    # (b.T: row-major, where the buffer protocol gives its address)
+    _run(plan.launch, plan.grid, plan.ones, (host_address(a), host_address(b.T), host_address(c)) + plan.scalars)
+
+
+def _bt_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _BtPlan:
     M, K = a.shape
     N = b.shape[1]
     it = a.itemsize
@@ -218,16 +245,12 @@ def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         raise ValueError(f"cpu_simd_gemm.gemm_bt: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
                          f"{a.strides}, {b.strides}, {c.strides}: needs matching shapes, unit column strides "
                          f"for a and c, a column-major b")
-    if M == 0 or N == 0:
-        return
-    if K == 0:
-        c[...] = 0
-        return
+    device = default_device()
+    if M == 0 or N == 0 or K == 0:
+        return _BtPlan(device, None, None, None, ())
     mr, nt = dot.BT_SKINNY if M == 1 else (dot.BT_MR, dot.BT_NT)
-    name = dot.bt_name(bf16, mr, nt)
-    grid = (ctypes.c_size_t * 2)(-(-M // mr), -(-N // nt))
-    _run(_direct(name), grid, (ctypes.c_size_t * 2)(1, 1),
-         (host_address(a), host_address(b), host_address(c), M, N, K, a.strides[0] // it, b.strides[1] // it, c.strides[0] // it))
+    return _BtPlan(device, _direct(dot.bt_name(bf16, mr, nt)), (ctypes.c_size_t * 2)(-(-M // mr), -(-N // nt)),
+                   (ctypes.c_size_t * 2)(1, 1), (M, N, K, a.strides[0] // it, b.strides[1] // it, c.strides[0] // it))
 
 
 #: the decode GEMV's K slices (work-groups of one work-item, shared by the runtime's threads:

@@ -390,10 +390,11 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None, out: np.ndarray 
         c = np.empty(shape, rdtype) if out is None else out
         cpu_simd_gemm.gemv(a, b, c)
         return c
-    if r[0] == "bt":   # dot products of a's rows and b's columns, b read in place
+    if r[0] == "bt":   # dot products of a's rows and b's columns, b read in place (layout: the key's)
         _, shape, rdtype = r
         c = np.empty(shape, rdtype) if out is None else out
-        return c if _gemm_bt(a, b, c) else None
+        cpu_simd_gemm.gemm_bt(a, b, c)
+        return c
     if r[0] == "packed":   # the packed kernels: nothing tuned either
         _, shape, rdtype = r
         c = np.empty(shape, rdtype) if out is None else out
