@@ -274,14 +274,17 @@ class _GemvPlan(NamedTuple):
     p_addr: int
     done: np.ndarray                   # the kernel's counter of finished slices (in p's buffer)
     done_addr: int
+    b_page: int                        # b's offset in its 4 KB page (p is placed by it)
 
 
-def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray, slot: threading.local | None = None) -> None:
     """``c = a @ b`` for up to ``max(cpu_gemv.ROWS)`` rows of ``a`` (a decode step) and a row-major
     ``b``, fp32 or bf16 host arrays of one dtype, ``a`` and ``b`` with unit column strides, ``c``
     not overlapping them: codegen/cpu_gemv.py's kernel sums GEMV_SLICES slices of K (fp32, FMAs),
     and the last slice to finish adds them into ``c`` (bf16: rounded nearest-even). Call where
-    :func:`fma_available`.
+    :func:`fma_available`. ``slot``: where a caller that has checked that the arrays' dtypes,
+    shapes and strides and the default device are those of its earlier calls keeps this
+    thread's plan (``matmul``'s recipe of the call), so that a repeated call makes no key.
 
     Example:
         >>> a = np.ones((1, 256), np.float32); b = np.full((256, 512), 0.5, np.float32)
@@ -294,17 +297,21 @@ def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         128.0
     """
     pb = host_address(b)
-    key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype, pb % 4096)
-    plans = getattr(_SCRATCH, "gemv_plans", None)
-    plan = None if plans is None else plans.get(key)
-    if plan is None or plan.device is not default_device():
-        plan = _gemv_plan(a, b, c)
-        if plan is None:
-            return
-        plans = getattr(_SCRATCH, "gemv_plans", None)   # (_gemv_plan may have replaced them)
-        if plans is None or len(plans) >= 16:
-            plans = _SCRATCH.gemv_plans = {}
-        plans[key] = plan
+    plan = None if slot is None else getattr(slot, "plan", None)
+    if plan is None or plan.b_page != pb % 4096:
+        key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype, pb % 4096)
+        plans = getattr(_SCRATCH, "gemv_plans", None)
+        plan = None if plans is None else plans.get(key)
+        if plan is None or plan.device is not default_device():
+            plan = _gemv_plan(a, b, c)
+            if plan is None:
+                return
+            plans = getattr(_SCRATCH, "gemv_plans", None)   # (_gemv_plan may have replaced them)
+            if plans is None or len(plans) >= 16:
+                plans = _SCRATCH.gemv_plans = {}
+            plans[key] = plan
+        if slot is not None:
+            slot.plan = plan
     if plan.launch is None:   # c's columns not contiguous: into a new array, then copied
         tmp = np.empty(c.shape, c.dtype)
         gemv(a, b, tmp)
@@ -338,7 +345,7 @@ def _gemv_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _GemvPlan | None:
                          f"needs unit column strides for a and b, whole elements")
     device = default_device()
     if (c.strides[1] != it and N > 1) or any(s % it for s in c.strides):
-        return _GemvPlan(device, None, None, None, (), None, 0, None, 0)
+        return _GemvPlan(device, None, None, None, (), None, 0, None, 0, host_address(b) % 4096)
     mr = min(r for r in cpu_gemv.ROWS if r >= M)
     ks = -(-K // GEMV_SLICES)
     ks = -(-ks // cpu_gemv.RB) * cpu_gemv.RB
@@ -356,4 +363,4 @@ def _gemv_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _GemvPlan | None:
     ldc = c.strides[0] // it if M > 1 else N
     return _GemvPlan(device, _direct(cpu_gemv.gemv_name(bf16, mr)), (ctypes.c_size_t * 1)(slices),
                      (ctypes.c_size_t * 1)(1), (N, K, lda, b.strides[0] // it, ldp, ldc, ks, slices), buf,
-                     base + 4 * at, done, done.ctypes.data)
+                     base + 4 * at, done, done.ctypes.data, host_address(b) % 4096)

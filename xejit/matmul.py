@@ -385,10 +385,11 @@ def _fast_matmul(a: np.ndarray, b: np.ndarray, act: str | None, out: np.ndarray 
         if act is not None or not _gemv_replay(a, b, c):
             _gemv(a, b, None, c, acc, act)
         return c
-    if r[0] == "simd_gemv":   # the decode GEMV of explicit SIMD (its operands' layout is the key's)
-        _, shape, rdtype = r
+    if r[0] == "simd_gemv":   # the decode GEMV of explicit SIMD (its operands' layout is the key's,
+        # and so are the XEJIT_* variables that choose the device: the slot keeps its plan)
+        _, shape, rdtype, slot = r
         c = np.empty(shape, rdtype) if out is None else out
-        cpu_simd_gemm.gemv(a, b, c)
+        cpu_simd_gemm.gemv(a, b, c, slot)
         return c
     if r[0] == "bt":   # dot products of a's rows and b's columns, b read in place (layout: the key's)
         _, shape, rdtype = r
@@ -439,7 +440,7 @@ def _launch(a2: Any, b2: Any, bias: Any, c2: Any, acc: Any, activation: str | No
         return
     if bias is None and activation is None and _gemv_simd_applies(a2, b2, c2) and _gemv_simd(a2, b2, c2):
         if recipe is not None:
-            _remember(recipe, ("simd_gemv", tuple(c2.shape), c2.dtype))
+            _remember(recipe, ("simd_gemv", tuple(c2.shape), c2.dtype, threading.local()))
         return
     if _gemv_applies(a2, b2, c2):
         _gemv(a2, b2, bias, c2, acc, activation)

@@ -27,10 +27,10 @@ def calls(monkeypatch):
     simd, depth = [], []
     real = cpu_simd_gemm.gemv
 
-    def spy(a, b, c):   # (the outermost call: a strided c is computed by a call into a new array)
+    def spy(a, b, c, slot=None):   # (the outermost call: a strided c is computed by a call into a new array)
         depth.append(1)
         try:
-            real(a, b, c)
+            real(a, b, c, slot)
         finally:
             depth.pop()
         if not depth:
