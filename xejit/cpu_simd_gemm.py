@@ -86,6 +86,21 @@ def _launch(name: str, grid: tuple[int, ...], *args: int) -> None:
     _run(_direct(name), (ctypes.c_size_t * n)(*grid), (ctypes.c_size_t * n)(*([1] * n)), args)
 
 
+def _cached_plan(name: str, key: tuple, make):
+    """This thread's plan for ``key`` among its plans ``name`` (made by ``make()`` where there is
+    none or it was made for another default device; at most 16 kept)."""
+    plans = getattr(_SCRATCH, name, None)
+    plan = None if plans is None else plans.get(key)
+    if plan is None or plan.device is not default_device():
+        plan = make()
+        plans = getattr(_SCRATCH, name, None)   # (make may have replaced them)
+        if plans is None or len(plans) >= 16:
+            plans = {}
+            setattr(_SCRATCH, name, plans)
+        plans[key] = plan
+    return plan
+
+
 def available() -> bool:
     """Whether the default device is the CPU device, reads host memory, and its driver runs the
     bf16 dot-product kernels here (module docstring); False on a GPU, with an emulated GPU
@@ -143,14 +158,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     column strides, ``c`` not overlapping ``a`` or ``b``; sums in fp32, ``c`` rounded to bf16
     (nearest-even). Call only where :func:`available`."""
     key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype)
-    plans = getattr(_SCRATCH, "plans", None)
-    plan = None if plans is None else plans.get(key)
-    if plan is None or plan.device is not default_device():
-        plan = _plan(a, b, c)
-        plans = getattr(_SCRATCH, "plans", None)   # (_plan may have replaced them)
-        if plans is None or len(plans) >= 16:
-            plans = _SCRATCH.plans = {}
-        plans[key] = plan
+    plan = _cached_plan("plans", key, lambda: _plan(a, b, c))
     if plan.mm is None:
         if a.shape[1] == 0:
             c[...] = 0   # an empty sum
@@ -217,13 +225,7 @@ def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     dot products of rows read in place (codegen/cpu_bf16_dot.py, ``gemm_bt_module``); bf16 only
     where :func:`available`, fp32 on any CPU device that reads host memory."""
     key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype)
-    plans = getattr(_SCRATCH, "bt_plans", None)
-    plan = None if plans is None else plans.get(key)
-    if plan is None or plan.device is not default_device():
-        plan = _bt_plan(a, b, c)
-        if plans is None or len(plans) >= 16:
-            plans = _SCRATCH.bt_plans = {}
-        plans[key] = plan
+    plan = _cached_plan("bt_plans", key, lambda: _bt_plan(a, b, c))
     if plan.launch is None:
         if a.shape[1] == 0:
             c[...] = 0   # an empty sum
@@ -232,14 +234,20 @@ def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     _run(plan.launch, plan.grid, plan.ones, (host_address(a), host_address(b.T), host_address(c)) + plan.scalars)
 
 
+def _is_bf16(fn: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> bool:
+    """Whether the operands are bf16 (else fp32); a TypeError for other or mixed dtypes."""
+    bf16 = a.dtype == _BFLOAT16
+    if not (a.dtype == b.dtype == c.dtype) or not (bf16 or a.dtype == np.float32):
+        raise TypeError(f"cpu_simd_gemm.{fn} takes float32 or bfloat16 arrays of one dtype, got "
+                        f"{a.dtype}, {b.dtype} -> {c.dtype}")
+    return bf16
+
+
 def _bt_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _BtPlan:
     M, K = a.shape
     N = b.shape[1]
     it = a.itemsize
-    bf16 = a.dtype == _BFLOAT16
-    if not (a.dtype == b.dtype == c.dtype) or not (bf16 or a.dtype == np.float32):
-        raise TypeError(f"cpu_simd_gemm.gemm_bt takes float32 or bfloat16 arrays of one dtype, got "
-                        f"{a.dtype}, {b.dtype} -> {c.dtype}")
+    bf16 = _is_bf16("gemm_bt", a, b, c)
     if (a.strides[1] != it and K > 1) or (c.strides[1] != it and N > 1) or (b.strides[0] != it and K > 1) \
             or c.shape != (M, N) or b.shape[0] != K or any(s % it for s in a.strides + b.strides + c.strides):
         raise ValueError(f"cpu_simd_gemm.gemm_bt: shapes {a.shape} @ {b.shape} -> {c.shape} with strides "
@@ -266,7 +274,7 @@ _GEMV_P_PAD, _GEMV_P_GAP = 16, 2048
 class _GemvPlan(NamedTuple):
     """What :func:`gemv` launches for one set of shapes, strides and b's page offset."""
     device: object
-    launch: DirectLaunch
+    launch: DirectLaunch | None        # None: an empty result, or zeros (K = 0), or c by a copy
     grid: object
     ones: object
     scalars: tuple                     # N, K, lda, ldb, ldp, ldc, ks, slices
@@ -300,19 +308,16 @@ def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray, slot: threading.local | No
     plan = None if slot is None else getattr(slot, "plan", None)
     if plan is None or plan.b_page != pb % 4096:
         key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype, pb % 4096)
-        plans = getattr(_SCRATCH, "gemv_plans", None)
-        plan = None if plans is None else plans.get(key)
-        if plan is None or plan.device is not default_device():
-            plan = _gemv_plan(a, b, c)
-            if plan is None:
-                return
-            plans = getattr(_SCRATCH, "gemv_plans", None)   # (_gemv_plan may have replaced them)
-            if plans is None or len(plans) >= 16:
-                plans = _SCRATCH.gemv_plans = {}
-            plans[key] = plan
+        plan = _cached_plan("gemv_plans", key, lambda: _gemv_plan(a, b, c))
         if slot is not None:
             slot.plan = plan
-    if plan.launch is None:   # c's columns not contiguous: into a new array, then copied
+    if plan.launch is None:
+        if 0 in c.shape:
+            return
+        if a.shape[1] == 0:
+            c[...] = 0   # an empty sum
+            return
+        # c's columns not contiguous: into a new array, then copied
         tmp = np.empty(c.shape, c.dtype)
         gemv(a, b, tmp)
         c[...] = tmp
@@ -322,28 +327,21 @@ def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray, slot: threading.local | No
                                              plan.done_addr) + plan.scalars)
 
 
-def _gemv_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _GemvPlan | None:
-    """The plan of :func:`gemv` for these arrays' shapes and layout; None when there is nothing to
-    launch (an empty result, or zeros written for K = 0)."""
+def _gemv_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _GemvPlan:
+    """The plan of :func:`gemv` for these arrays' shapes and layout."""
     M, K = a.shape
     N = b.shape[1]
     it = a.itemsize
-    bf16 = a.dtype == _BFLOAT16
-    if not (a.dtype == b.dtype == c.dtype) or not (bf16 or a.dtype == np.float32):
-        raise TypeError(f"cpu_simd_gemm.gemv takes float32 or bfloat16 arrays of one dtype, got "
-                        f"{a.dtype}, {b.dtype} -> {c.dtype}")
+    bf16 = _is_bf16("gemv", a, b, c)
     if M > max(cpu_gemv.ROWS) or c.shape != (M, N) or b.shape[0] != K:
         raise ValueError(f"cpu_simd_gemm.gemv: shapes {a.shape} @ {b.shape} -> {c.shape}: needs at most "
                          f"{max(cpu_gemv.ROWS)} rows of a and matching shapes")
-    if M == 0 or N == 0:
-        return None
-    if K == 0:
-        c[...] = 0   # an empty sum
-        return None
+    device = default_device()
+    if M == 0 or N == 0 or K == 0:
+        return _GemvPlan(device, None, None, None, (), None, 0, None, 0, host_address(b) % 4096)
     if (a.strides[1] != it and K > 1) or (b.strides[1] != it and N > 1) or any(s % it for s in a.strides + b.strides):
         raise ValueError(f"cpu_simd_gemm.gemv: strides {a.strides}, {b.strides} of a {a.shape} and b {b.shape}: "
                          f"needs unit column strides for a and b, whole elements")
-    device = default_device()
     if (c.strides[1] != it and N > 1) or any(s % it for s in c.strides):
         return _GemvPlan(device, None, None, None, (), None, 0, None, 0, host_address(b) % 4096)
     mr = min(r for r in cpu_gemv.ROWS if r >= M)
