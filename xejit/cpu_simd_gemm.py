@@ -356,7 +356,7 @@ def _gemv_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _GemvPlan:
         _SCRATCH.gemv_plans = {}   # (plans of the old buffer keep it alive until they go)
     base = buf.ctypes.data
     at = (host_address(b) + _GEMV_P_GAP - base) % 4096 // 4   # (elements)
-    done = buf[-16:].view(np.uint32)[:1]   # (a cache line of its own past the sums)
+    done = buf[-16:].view(np.uint32)[:1]   # (past the sums)
     lda = a.strides[0] // it if M > 1 else K
     ldc = c.strides[0] // it if M > 1 else N
     return _GemvPlan(device, _direct(cpu_gemv.gemv_name(bf16, mr)), (ctypes.c_size_t * 1)(slices),
