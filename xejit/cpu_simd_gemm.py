@@ -27,6 +27,7 @@ import numpy as np
 
 from . import options
 from .codegen import cpu_bf16_dot as dot, cpu_gemv, cpu_simd
+from .codegen.targets import get_target
 from .errors import BuildError, LaunchError
 from .ir.core import numpy_dtype
 from .runtime import cpu_threads, usm
@@ -101,6 +102,16 @@ def _cached_plan(name: str, key: tuple, make):
     return plan
 
 
+def _launches_nothing(launch: DirectLaunch | None, a: np.ndarray, c: np.ndarray) -> bool:
+    """Whether a plan whose kernel is ``launch`` has nothing to launch (None): an empty result, or
+    an empty sum (K = 0: zeros written into ``c``)."""
+    if launch is not None:
+        return False
+    if a.shape[1] == 0 and 0 not in c.shape:
+        c[...] = 0
+    return True
+
+
 def available() -> bool:
     """Whether the default device is the CPU device, reads host memory, and its driver runs the
     bf16 dot-product kernels here (module docstring); False on a GPU, with an emulated GPU
@@ -110,8 +121,7 @@ def available() -> bool:
     with _lock:
         if key in _AVAILABLE:
             return _AVAILABLE[key]
-    ok = (device.sycl_device.is_cpu and device.target == "generic" and device.system_memory
-          and dot.cpu_has_bf16_dot() and _probe())
+    ok = fma_available() and dot.cpu_has_bf16_dot() and _probe()
     with _lock:
         _AVAILABLE[key] = ok
     return ok
@@ -119,9 +129,10 @@ def available() -> bool:
 
 def fma_available() -> bool:
     """Whether the default device runs the kernels of plain FMAs (:func:`gemm_bt`'s fp32 ones,
-    :func:`gemv`'s): the CPU device, reading host memory, its programs direct-launchable."""
+    :func:`gemv`'s): the CPU device, reading host memory, compiling for a target without DPAS
+    (not an emulated GPU: its kernels are the generic lowering's, as these are)."""
     device = default_device()
-    return device.sycl_device.is_cpu and device.target == "generic" and device.system_memory
+    return device.sycl_device.is_cpu and device.system_memory and get_target(device.target).dpas is None
 
 
 def _probe() -> bool:
@@ -159,9 +170,7 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     (nearest-even). Call only where :func:`available`."""
     key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype)
     plan = _cached_plan("plans", key, lambda: _plan(a, b, c))
-    if plan.mm is None:
-        if a.shape[1] == 0:
-            c[...] = 0   # an empty sum
+    if _launches_nothing(plan.mm, a, c):
         return
     pa, pb, pc = host_address(a), host_address(b), host_address(c)
     if plan.pack is None:   # B read in place
@@ -226,9 +235,7 @@ def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     where :func:`available`, fp32 on any CPU device that reads host memory."""
     key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype)
     plan = _cached_plan("bt_plans", key, lambda: _bt_plan(a, b, c))
-    if plan.launch is None:
-        if a.shape[1] == 0:
-            c[...] = 0   # an empty sum
+    if _launches_nothing(plan.launch, a, c):
         return
     # (b.T: row-major, where the buffer protocol gives its address)
     _run(plan.launch, plan.grid, plan.ones, (host_address(a), host_address(b.T), host_address(c)) + plan.scalars)
@@ -274,7 +281,7 @@ _GEMV_P_PAD, _GEMV_P_GAP = 16, 2048
 class _GemvPlan(NamedTuple):
     """What :func:`gemv` launches for one set of shapes, strides and b's page offset."""
     device: object
-    launch: DirectLaunch | None        # None: an empty result, or zeros (K = 0), or c by a copy
+    launch: DirectLaunch | None        # None: an empty result, or zeros (K = 0), or ``copy_c``
     grid: object
     ones: object
     scalars: tuple                     # N, K, lda, ldb, ldp, ldc, ks, slices
@@ -283,6 +290,7 @@ class _GemvPlan(NamedTuple):
     done: np.ndarray                   # the kernel's counter of finished slices (in p's buffer)
     done_addr: int
     b_page: int                        # b's offset in its 4 KB page (p is placed by it)
+    copy_c: bool = False               # c's columns are not contiguous: computed into a copy
 
 
 def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray, slot: threading.local | None = None) -> None:
@@ -311,16 +319,12 @@ def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray, slot: threading.local | No
         plan = _cached_plan("gemv_plans", key, lambda: _gemv_plan(a, b, c))
         if slot is not None:
             slot.plan = plan
-    if plan.launch is None:
-        if 0 in c.shape:
-            return
-        if a.shape[1] == 0:
-            c[...] = 0   # an empty sum
-            return
-        # c's columns not contiguous: into a new array, then copied
+    if plan.copy_c:   # c's columns not contiguous: into a new array, then copied
         tmp = np.empty(c.shape, c.dtype)
         gemv(a, b, tmp)
         c[...] = tmp
+        return
+    if _launches_nothing(plan.launch, a, c):
         return
     plan.done[0] = 0
     _run(plan.launch, plan.grid, plan.ones, (host_address(a), pb, plan.p_addr, host_address(c),
@@ -343,7 +347,7 @@ def _gemv_plan(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> _GemvPlan:
         raise ValueError(f"cpu_simd_gemm.gemv: strides {a.strides}, {b.strides} of a {a.shape} and b {b.shape}: "
                          f"needs unit column strides for a and b, whole elements")
     if (c.strides[1] != it and N > 1) or any(s % it for s in c.strides):
-        return _GemvPlan(device, None, None, None, (), None, 0, None, 0, host_address(b) % 4096)
+        return _GemvPlan(device, None, None, None, (), None, 0, None, 0, host_address(b) % 4096, copy_c=True)
     mr = min(r for r in cpu_gemv.ROWS if r >= M)
     ks = -(-K // GEMV_SLICES)
     ks = -(-ks // cpu_gemv.RB) * cpu_gemv.RB

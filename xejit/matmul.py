@@ -939,12 +939,30 @@ def _bt_applies(a: Any, b: Any, c: Any) -> bool:
     M, K = a.shape
     if M > _BT_MAX_M or K < 2 or _strides(b)[0] != 1:
         return False
-    name = _dtype_name(a)
-    if name not in ("float32", "bfloat16") or _dtype_name(b) != name or _dtype_name(c) != name:
-        return False
-    if not _explicit_simd_result(c):
+    name = _one_float_dtype(a, b, c)
+    if name is None or not _explicit_simd_result(c):
         return False
     return cpu_simd_gemm.available() if name == "bfloat16" else cpu_simd_gemm.fma_available()
+
+
+def _one_float_dtype(a: Any, b: Any, c: Any) -> str | None:
+    """The dtype name of operands and result that are all float32 or all bfloat16, else None
+    (the dtypes of the explicit-SIMD kernels that take both)."""
+    name = _dtype_name(a)
+    if name not in ("float32", "bfloat16") or _dtype_name(b) != name or _dtype_name(c) != name:
+        return None
+    return name
+
+
+def _host_views(a: Any, b: Any, c: Any, unit: tuple[int | None, ...]) -> tuple | None:
+    """``a``, ``b``, ``c`` as numpy arrays (torch CPU tensors through their views) when all three
+    are host arrays and each has a unit stride along axis ``unit[i]`` (None: any strides), for an
+    explicit-SIMD kernel, which takes addresses and pitches; else None."""
+    views = numpy_view(a), numpy_view(b), numpy_view(c)
+    if any(type(x) is not np.ndarray or ax is not None and x.strides[ax] != x.itemsize
+           for x, ax in zip(views, unit)):
+        return None
+    return views
 
 
 def _gemv_simd_applies(a: Any, b: Any, c: Any) -> bool:
@@ -958,27 +976,23 @@ def _gemv_simd_applies(a: Any, b: Any, c: Any) -> bool:
     N = b.shape[1]
     if M > max(cpu_gemv.ROWS) or K * N < _GEMV_MIN_ELEMENTS or _strides(b)[1] != 1:
         return False
-    name = _dtype_name(a)
-    if name not in ("float32", "bfloat16") or _dtype_name(b) != name or _dtype_name(c) != name:
-        return False
-    return _explicit_simd_result(c) and cpu_simd_gemm.fma_available()
+    return _one_float_dtype(a, b, c) is not None and _explicit_simd_result(c) and cpu_simd_gemm.fma_available()
 
 
 def _gemv_simd(a: Any, b: Any, c: Any) -> bool:
     """``c = a @ b`` by ``cpu_simd_gemm.gemv`` where the operands are host arrays (numpy, or torch
     CPU tensors through their views) with unit column strides for ``a`` and ``b``; False (nothing
     done) otherwise."""
-    a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or type(c) is not np.ndarray \
-            or a.strides[1] != a.itemsize or b.strides[1] != b.itemsize:
+    views = _host_views(a, b, c, (1, 1, None))   # (any c: gemv copies a strided one)
+    if views is None:
         return False
-    cpu_simd_gemm.gemv(a, b, c)
+    cpu_simd_gemm.gemv(*views)
     return True
 
 
 def _explicit_simd_result(c: Any) -> bool:
     """Whether a result may come from the CPU device's explicit-SIMD kernels (codegen/
-    cpu_bf16_dot.py): written by the host's addresses (not a USM device array, not a torch
+    cpu_simd.py): written by the host's addresses (not a USM device array, not a torch
     tensor off the CPU), on a target without DPAS, not under the interpreter."""
     if _interpreting() or _is_usm(c) or (_is_torch(c) and c.device.type != "cpu"):
         return False
@@ -989,11 +1003,10 @@ def _gemm_bt(a: Any, b: Any, c: Any) -> bool:
     """``c = a @ b`` by ``cpu_simd_gemm.gemm_bt`` where the operands are host arrays (numpy, or
     torch CPU tensors through their views) with unit column strides for ``a`` and ``c``; False
     (nothing done) otherwise."""
-    a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
-    if not all(type(x) is np.ndarray for x in (a, b, c)) or a.strides[1] != a.itemsize \
-            or c.strides[1] != c.itemsize or b.strides[0] != b.itemsize:
+    views = _host_views(a, b, c, (1, 0, 1))
+    if views is None:
         return False
-    cpu_simd_gemm.gemm_bt(a, b, c)
+    cpu_simd_gemm.gemm_bt(*views)
     return True
 
 
@@ -1032,10 +1045,10 @@ def _dot_bf16(a: Any, b: Any, c: Any) -> bool:
     same runs; benchmarks/run.py, docs/autotune-and-matmul.md)."""
     if any(_dtype_name(x) != "bfloat16" for x in (a, b, c)) or not cpu_simd_gemm.available():
         return False
-    a, b, c = numpy_view(a), numpy_view(b), numpy_view(c)
-    if not all(type(x) is np.ndarray for x in (a, b, c)) or a.strides[1] != 2 or c.strides[1] != 2:
+    views = _host_views(a, b, c, (1, None, 1))
+    if views is None:
         return False
-    cpu_simd_gemm.gemm(a, b, c)
+    cpu_simd_gemm.gemm(*views)
     return True
 
 

@@ -93,6 +93,13 @@ def _round_bf16(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.trunc(r, hty)
 
 
+def _widen_bf16(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """bf16 bits (i16 or <16 x i16>) as fp32 (float or <16 x float>): the bits shifted up."""
+    vec = isinstance(x.type, ir.VectorType)
+    bits = b.shl(b.zext(x, VI32 if vec else bi.I32), ir.Constant(VI32, [16] * 16) if vec else bi.I32(16))
+    return b.bitcast(bits, VF32 if vec else bi.F32)
+
+
 def _phis(b: ir.IRBuilder, rows: int, cols: int, ty: ir.Type, incoming: list) -> list[list[ir.Instruction]]:
     """A rows x cols grid of phis of type ``ty``, each given ``incoming``: (value or grid of
     values, block) pairs (the accumulators at a loop head or a join)."""
@@ -410,7 +417,7 @@ def gemm_bt_module(bf16: bool, mr: int = BT_MR, nt: int = BT_NT) -> ir.Module:
 
     def scalar(base, off):
         x = b.load(b.gep(base, [b.add(off, kt)], source_etype=elt), typ=elt)
-        return b.bitcast(b.shl(b.zext(x, bi.I32), bi.I32(16)), bi.F32) if bf16 else x
+        return _widen_bf16(b, x) if bf16 else x
     at = [scalar(a, o) for o in arow]
     btv = [scalar(bt, o) for o in brow]
     nxt = [[b.fadd(part[r][t], b.fmul(at[r], btv[t])) for t in range(nt)] for r in range(mr)]

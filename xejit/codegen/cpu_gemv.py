@@ -27,7 +27,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from . import builtins as bi
-from .cpu_bf16_dot import VF32, VI16, VI32, _loop, _min, _pointers, _round_bf16, _splat
+from .cpu_bf16_dot import VF32, VI16, _loop, _min, _pointers, _round_bf16, _splat, _widen_bf16
 
 I64 = bi.I64
 #: rows of b a pass reads at a time (the streams the prefetcher follows; see the module docstring)
@@ -44,12 +44,8 @@ def gemv_name(bf16: bool, mr: int = 1) -> str:
 
 
 def _widen(b: ir.IRBuilder, x: ir.Value, bf16: bool) -> ir.Value:
-    """bf16 bits (i16 or <16 x i16>) as fp32; fp32 as it is."""
-    if not bf16:
-        return x
-    vec = isinstance(x.type, ir.VectorType)
-    bits = b.shl(b.zext(x, VI32 if vec else bi.I32), ir.Constant(VI32, [16] * 16) if vec else bi.I32(16))
-    return b.bitcast(bits, VF32 if vec else bi.F32)
+    """bf16 bits as fp32; fp32 as it is."""
+    return _widen_bf16(b, x) if bf16 else x
 
 
 def gemv_module(bf16: bool, mr: int = 1) -> ir.Module:

@@ -7,7 +7,7 @@ host side that launches them is xejit/cpu_simd_gemm.py.
 
 Example:
     >>> kernel_args("gemv_rows_f32_1")
-    9
+    13
 """
 from __future__ import annotations
 
