@@ -102,14 +102,11 @@ def _cached_plan(name: str, key: tuple, make):
     return plan
 
 
-def _launches_nothing(launch: DirectLaunch | None, a: np.ndarray, c: np.ndarray) -> bool:
-    """Whether a plan whose kernel is ``launch`` has nothing to launch (None): an empty result, or
-    an empty sum (K = 0: zeros written into ``c``)."""
-    if launch is not None:
-        return False
+def _nothing_to_launch(a: np.ndarray, c: np.ndarray) -> None:
+    """What a plan with no kernel does (an empty result, or an empty sum): zeros into ``c`` when
+    K = 0."""
     if a.shape[1] == 0 and 0 not in c.shape:
         c[...] = 0
-    return True
 
 
 def available() -> bool:
@@ -170,7 +167,8 @@ def gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     (nearest-even). Call only where :func:`available`."""
     key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype)
     plan = _cached_plan("plans", key, lambda: _plan(a, b, c))
-    if _launches_nothing(plan.mm, a, c):
+    if plan.mm is None:
+        _nothing_to_launch(a, c)
         return
     pa, pb, pc = host_address(a), host_address(b), host_address(c)
     if plan.pack is None:   # B read in place
@@ -235,7 +233,8 @@ def gemm_bt(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     where :func:`available`, fp32 on any CPU device that reads host memory."""
     key = (a.shape, a.strides, b.shape, b.strides, c.shape, c.strides, a.dtype, b.dtype, c.dtype)
     plan = _cached_plan("bt_plans", key, lambda: _bt_plan(a, b, c))
-    if _launches_nothing(plan.launch, a, c):
+    if plan.launch is None:
+        _nothing_to_launch(a, c)
         return
     # (b.T: row-major, where the buffer protocol gives its address)
     _run(plan.launch, plan.grid, plan.ones, (host_address(a), host_address(b.T), host_address(c)) + plan.scalars)
@@ -324,7 +323,8 @@ def gemv(a: np.ndarray, b: np.ndarray, c: np.ndarray, slot: threading.local | No
         gemv(a, b, tmp)
         c[...] = tmp
         return
-    if _launches_nothing(plan.launch, a, c):
+    if plan.launch is None:
+        _nothing_to_launch(a, c)
         return
     plan.done[0] = 0
     _run(plan.launch, plan.grid, plan.ones, (host_address(a), pb, plan.p_addr, host_address(c),
